@@ -1,0 +1,112 @@
+"""Exception types raised by GE.
+
+Every failure GE reports is one of these classes. Each message names the node,
+input or buffer concerned and says what was expected, so that a user can fix a
+model or a feed without reading GE's source. Where a standard exception has the
+same meaning, the class also derives from it (a ``ShapeError`` is a
+``ValueError``), so generic ``except`` clauses keep working.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+__all__ = [
+    "GEError",
+    "GraphError",
+    "ShapeError",
+    "DTypeError",
+    "AttrError",
+    "OpArgumentError",
+    "UnsupportedOpError",
+    "ModelFormatError",
+    "CompileError",
+    "InputError",
+    "ExecutionError",
+    "GERuntimeError",
+    "DeviceMemoryError",
+    "InvalidPointerError",
+    "DoubleFreeError",
+    "OutOfBoundsError",
+    "OutOfMemoryError",
+    "NotInitializedError",
+]
+
+
+class GEError(Exception):
+    """Base class of every error GE raises."""
+
+
+class GraphError(GEError, builtins.ValueError):
+    """The graph is malformed: a cycle, a dangling input, a duplicate name, no outputs."""
+
+
+class ShapeError(GraphError):
+    """An op's input shapes or attributes do not fit together."""
+
+
+class DTypeError(ShapeError, builtins.TypeError):
+    """An op's input dtypes do not fit its definition."""
+
+
+class OpArgumentError(GraphError, builtins.KeyError):
+    """An unknown or missing input or attribute name was given to an op."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class AttrError(ShapeError):
+    """An attribute has a value of the wrong type or outside its allowed range."""
+
+
+class UnsupportedOpError(GEError, builtins.NotImplementedError):
+    """An op type is not known to the registry, or an engine cannot run it."""
+
+
+class ModelFormatError(GEError, builtins.ValueError):
+    """A model file or serialized graph is malformed or truncated."""
+
+
+class CompileError(GEError):
+    """Compilation of a graph failed."""
+
+
+class InputError(GEError, builtins.ValueError):
+    """A feed given to a session does not match the graph's inputs."""
+
+
+class ExecutionError(GEError, builtins.RuntimeError):
+    """A kernel failed while a session ran; the message names the node."""
+
+
+class GERuntimeError(GEError, builtins.RuntimeError):
+    """A failure of the runtime: devices, memory, streams, events."""
+
+
+class NotInitializedError(GERuntimeError):
+    """The runtime was used before ``acl.init()`` / ``set_device``."""
+
+
+class DeviceMemoryError(GERuntimeError):
+    """A device-memory operation was refused."""
+
+
+class InvalidPointerError(DeviceMemoryError):
+    """A pointer does not point into a live allocation."""
+
+
+class DoubleFreeError(InvalidPointerError):
+    """A pointer was freed twice."""
+
+
+class OutOfBoundsError(DeviceMemoryError):
+    """A copy would read or write past the end of a buffer."""
+
+
+class OutOfMemoryError(DeviceMemoryError, builtins.MemoryError):
+    """The device heap cannot satisfy an allocation."""
+
+
+# The names the issue texts and the ACL facade use.
+RuntimeError = GERuntimeError  # noqa: A001 - deliberate: ``ge.errors.RuntimeError``

@@ -1,0 +1,111 @@
+"""Element types: the seed's ``DataType`` names mapped to NumPy dtypes."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DataType", "to_numpy_dtype", "from_numpy_dtype"]
+
+
+class DataType(enum.Enum):
+    """Element type of a tensor, with the seed's names (``DataType.DT_FLOAT``)."""
+
+    DT_FLOAT = "float32"
+    DT_FLOAT16 = "float16"
+    DT_BF16 = "bfloat16"
+    DT_DOUBLE = "float64"
+    DT_INT8 = "int8"
+    DT_INT16 = "int16"
+    DT_INT32 = "int32"
+    DT_INT64 = "int64"
+    DT_UINT8 = "uint8"
+    DT_UINT16 = "uint16"
+    DT_UINT32 = "uint32"
+    DT_UINT64 = "uint64"
+    DT_BOOL = "bool"
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        """The NumPy dtype of this element type (bfloat16 through ``ml_dtypes``)."""
+        return to_numpy_dtype(self)
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return 2 if self is DataType.DT_BF16 else np.dtype(self.value).itemsize
+
+    @property
+    def is_float(self) -> bool:
+        """True for floating-point types."""
+        return self in _FLOATS
+
+    @property
+    def is_integer(self) -> bool:
+        """True for signed and unsigned integer types (not bool)."""
+        return self in _INTEGERS
+
+    @property
+    def short_name(self) -> str:
+        """The short name used in printed graphs: ``float32``, ``int64``, ..."""
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"DataType.{self.name}"
+
+    @classmethod
+    def parse(cls, value: Any) -> DataType:
+        """Accept a ``DataType``, a NumPy dtype or type, or a name (``"DT_FLOAT"``, ``"float32"``)."""
+        if isinstance(value, DataType):
+            return value
+        if isinstance(value, str):
+            if value in cls.__members__:
+                return cls[value]
+            for member in cls:
+                if member.value == value:
+                    return member
+            raise ValueError(f"unknown data type {value!r}")
+        return from_numpy_dtype(value)
+
+
+_FLOATS = frozenset({DataType.DT_FLOAT, DataType.DT_FLOAT16, DataType.DT_BF16, DataType.DT_DOUBLE})
+_INTEGERS = frozenset(
+    {
+        DataType.DT_INT8,
+        DataType.DT_INT16,
+        DataType.DT_INT32,
+        DataType.DT_INT64,
+        DataType.DT_UINT8,
+        DataType.DT_UINT16,
+        DataType.DT_UINT32,
+        DataType.DT_UINT64,
+    }
+)
+
+
+def _bfloat16() -> np.dtype:
+    try:
+        import ml_dtypes
+    except ImportError as error:  # pragma: no cover - ml_dtypes is installed by the test setup
+        raise ImportError("DT_BF16 needs the 'ml_dtypes' package: pip install ml_dtypes") from error
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def to_numpy_dtype(dtype: DataType) -> np.dtype:
+    """Map a ``DataType`` to its NumPy dtype."""
+    if dtype is DataType.DT_BF16:
+        return _bfloat16()
+    return np.dtype(dtype.value)
+
+
+def from_numpy_dtype(dtype: Any) -> DataType:
+    """Map a NumPy dtype (or anything ``np.dtype`` accepts) to a ``DataType``."""
+    np_dtype = np.dtype(dtype)
+    if np_dtype.name == "bfloat16":
+        return DataType.DT_BF16
+    for member in DataType:
+        if member is not DataType.DT_BF16 and np.dtype(member.value) == np_dtype:
+            return member
+    raise ValueError(f"NumPy dtype {np_dtype} has no GE DataType")

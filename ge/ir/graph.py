@@ -1,0 +1,546 @@
+"""The graph IR: ``Value`` (an edge), ``Node`` (an op instance) and ``Graph``.
+
+Use-def links live here: a ``Value`` knows the node that produces it and every
+``(node, input index)`` that uses it. A node's inputs change only through
+``Node.replace_input_with`` and ``Value.replace_all_uses_with``, which keep both
+sides right. Walking ``graph.nodes`` returns a snapshot, so a graph can be
+changed while it is walked.
+
+A node is also the seed's *operator handle*: ``node.shape``, ``node.dtype`` and
+``node.name`` describe its first output, and a node given as an input means its
+first output.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, NamedTuple, Optional, Union
+
+from ge.errors import GraphError
+from ge.ir.dtypes import DataType
+from ge.ir.tensor import Format, Shape, TensorDesc, format_shape
+
+__all__ = ["Usage", "Value", "Node", "Graph", "ValueLike", "as_value", "set_node_checker"]
+
+
+class Usage(NamedTuple):
+    """One use of a value: ``node.inputs[index]`` is the value."""
+
+    node: Node
+    index: int
+
+
+class Value:
+    """A tensor flowing along an edge: produced by one node, used by any number."""
+
+    __slots__ = ("_name", "shape", "dtype", "format", "_producer", "_index", "_users")
+
+    def __init__(self, producer: Node, index: int, desc: TensorDesc,
+                 name: Optional[str] = None) -> None:
+        self._name = name
+        self.shape: Shape = desc.shape
+        self.dtype: DataType = desc.dtype
+        self.format: Format = desc.format
+        self._producer = producer
+        self._index = index
+        self._users: list[Usage] = []
+
+    @property
+    def name(self) -> str:
+        """The value's name: its producer's name for output 0, ``node:i`` otherwise."""
+        if self._name is not None:
+            return self._name
+        base = self._producer.name or f"<unnamed {self._producer.op_type}>"
+        return base if self._index == 0 else f"{base}:{self._index}"
+
+    @name.setter
+    def name(self, name: Optional[str]) -> None:
+        self._name = name
+
+    @property
+    def has_explicit_name(self) -> bool:
+        """True when the name was set rather than derived from the producer."""
+        return self._name is not None
+
+    @property
+    def producer(self) -> Node:
+        """The node that computes this value."""
+        return self._producer
+
+    @property
+    def index(self) -> int:
+        """Which output of its producer this value is."""
+        return self._index
+
+    @property
+    def users(self) -> tuple[Usage, ...]:
+        """Every ``(node, input index)`` that reads this value."""
+        return tuple(self._users)
+
+    @property
+    def desc(self) -> TensorDesc:
+        """The value's shape, dtype and format as one descriptor."""
+        return TensorDesc(self.shape, self.dtype, self.format)
+
+    @desc.setter
+    def desc(self, desc: TensorDesc) -> None:
+        self.shape, self.dtype, self.format = desc.shape, desc.dtype, desc.format
+
+    @property
+    def rank(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    def is_graph_output(self) -> bool:
+        """True when the value is one of its graph's outputs."""
+        graph = self._producer.graph
+        return graph is not None and any(v is self for v in graph.outputs)
+
+    def replace_all_uses_with(self, other: Value) -> None:
+        """Make every user of this value, and the graph's outputs, read ``other`` instead."""
+        if other is self:
+            return
+        for usage in list(self._users):
+            usage.node.replace_input_with(usage.index, other)
+        graph = self._producer.graph
+        if graph is not None:
+            graph.replace_output(self, other)
+
+    def __repr__(self) -> str:
+        return f"Value({self.name}: {self.desc})"
+
+
+ValueLike = Union[Value, "Node"]
+
+
+def as_value(item: Any) -> Value:
+    """A value from a handle: a ``Value`` itself, or a node's first output."""
+    if isinstance(item, Value):
+        return item
+    if isinstance(item, Node):
+        if not item.outputs:
+            raise GraphError(f"node {item.name!r} ({item.op_type}) has no output to use")
+        return item.outputs[0]
+    raise GraphError(f"expected a node or a value, got {type(item).__name__}")
+
+
+class Node:
+    """One instance of an op: a type, attributes, input values and output values."""
+
+    __slots__ = ("name", "op_type", "attrs", "_inputs", "outputs", "graph", "__weakref__")
+
+    def __init__(self, op_type: str, inputs: Sequence[Optional[Value]], attrs: dict[str, Any],
+                 outputs: Sequence[TensorDesc], name: Optional[str] = None) -> None:
+        self.name: Optional[str] = name
+        self.op_type = op_type
+        self.attrs: dict[str, Any] = dict(attrs)
+        self._inputs: list[Optional[Value]] = list(inputs)
+        self.outputs: tuple[Value, ...] = tuple(
+            Value(self, i, desc) for i, desc in enumerate(outputs))
+        self.graph: Optional[Graph] = None
+
+    # -- the operator-handle view (output 0) -----------------------------------------
+    @property
+    def shape(self) -> Shape:
+        """Shape of the first output (the seed's ``op.shape``)."""
+        return as_value(self).shape
+
+    @property
+    def dtype(self) -> DataType:
+        """Element type of the first output."""
+        return as_value(self).dtype
+
+    def output(self, index: int = 0) -> Value:
+        """The ``index``-th output value."""
+        try:
+            return self.outputs[index]
+        except IndexError:
+            raise GraphError(
+                f"node {self.name!r} ({self.op_type}) has {len(self.outputs)} outputs; "
+                f"output {index} does not exist") from None
+
+    # -- inputs -----------------------------------------------------------------------
+    @property
+    def inputs(self) -> tuple[Optional[Value], ...]:
+        """The input values in order; ``None`` marks an absent optional input."""
+        return tuple(self._inputs)
+
+    def replace_input_with(self, index: int, value: Optional[Value]) -> None:
+        """Make input ``index`` read ``value``, keeping both values' user lists right."""
+        if not 0 <= index < len(self._inputs):
+            raise GraphError(f"node {self.name!r} has no input {index}")
+        old = self._inputs[index]
+        if old is value:
+            return
+        if self.graph is not None and old is not None:
+            old._users.remove(Usage(self, index))
+        self._inputs[index] = value
+        if self.graph is not None and value is not None:
+            value._users.append(Usage(self, index))
+
+    def predecessors(self) -> list[Node]:
+        """Distinct producers of this node's inputs."""
+        seen: dict[int, Node] = {}
+        for value in self._inputs:
+            if value is not None:
+                seen.setdefault(id(value.producer), value.producer)
+        return list(seen.values())
+
+    def successors(self) -> list[Node]:
+        """Distinct nodes that read any of this node's outputs."""
+        seen: dict[int, Node] = {}
+        for value in self.outputs:
+            for usage in value._users:
+                seen.setdefault(id(usage.node), usage.node)
+        return list(seen.values())
+
+    def __repr__(self) -> str:
+        return f"Node({self.name!r}, {self.op_type})"
+
+
+# A hook the op registry installs: it checks one node against its op's definition
+# (input count, attributes, shapes, dtypes) and raises a GraphError if it does not fit.
+_node_checker: Optional[Callable[[Node], None]] = None
+
+
+def set_node_checker(checker: Optional[Callable[[Node], None]]) -> None:
+    """Install the function ``Graph.validate`` uses to check each node against its op."""
+    global _node_checker
+    _node_checker = checker
+
+
+class Graph:
+    """A dataflow graph of nodes, with inputs (its ``Data`` nodes) and ordered outputs."""
+
+    def __init__(self, name: str = "graph") -> None:
+        self.name = str(name)
+        self._nodes: dict[int, Node] = {}
+        self._outputs: list[Value] = []
+        self._counter = itertools.count()
+        self._names: set[str] = set()
+        self.metadata: dict[str, Any] = {}
+
+    # -- building ---------------------------------------------------------------------
+    def add_op(self, op: Node) -> Node:
+        """Add a built operator (and any not-yet-added node it reads); return its handle."""
+        if not isinstance(op, Node):
+            raise GraphError(
+                f"graph {self.name!r}: add_op expects a built operator "
+                f"(OperatorFactory.create_op(...).build()), got {type(op).__name__}")
+        if op.graph is self:
+            return op
+        if op.graph is not None:
+            raise GraphError(
+                f"node {op.name!r} already belongs to graph {op.graph.name!r}; clone it instead")
+        for value in op._inputs:
+            if value is None:
+                continue
+            producer = value.producer
+            if producer.graph is None:
+                self.add_op(producer)
+            elif producer.graph is not self:
+                raise GraphError(
+                    f"node {op.name or op.op_type!r} reads {value.name!r} from graph "
+                    f"{producer.graph.name!r}, not from {self.name!r}")
+        self._attach(op)
+        return op
+
+    def add_node(self, op_type: str, inputs: Sequence[Optional[ValueLike]],
+                 attrs: Optional[dict[str, Any]], outputs: Sequence[TensorDesc],
+                 name: Optional[str] = None) -> Node:
+        """Create a node from parts and add it; the caller supplies the output descriptors."""
+        values = [None if item is None else as_value(item) for item in inputs]
+        return self.add_op(Node(op_type, values, attrs or {}, outputs, name))
+
+    def _attach(self, node: Node) -> None:
+        if node.name is None:
+            node.name = self.unique_name(node.op_type.lower())
+        elif node.name in self._names:
+            raise GraphError(f"graph {self.name!r} already has a node named {node.name!r}")
+        self._names.add(node.name)
+        node.graph = self
+        self._nodes[id(node)] = node
+        for index, value in enumerate(node._inputs):
+            if value is not None:
+                value._users.append(Usage(node, index))
+
+    def unique_name(self, base: str) -> str:
+        """A node name starting with ``base`` that no node of this graph has."""
+        if base not in self._names:
+            return base
+        while True:
+            candidate = f"{base}_{next(self._counter)}"
+            if candidate not in self._names:
+                return candidate
+
+    def remove_node(self, node: Node, *, force: bool = False) -> None:
+        """Remove a node. Its outputs must be unused unless ``force`` (then users dangle)."""
+        if node.graph is not self:
+            raise GraphError(f"node {node.name!r} is not in graph {self.name!r}")
+        for value in node.outputs:
+            if not force and (value._users or value.is_graph_output()):
+                users = ", ".join(repr(u.node.name) for u in value._users) or "the graph outputs"
+                raise GraphError(f"cannot remove {node.name!r}: {value.name!r} is used by {users}")
+        for index, value in enumerate(node._inputs):
+            if value is not None:
+                value._users.remove(Usage(node, index))
+        del self._nodes[id(node)]
+        self._names.discard(node.name)
+        node.graph = None
+
+    def rename_node(self, node: Node, name: str) -> None:
+        """Give a node a new name that no other node has."""
+        if name == node.name:
+            return
+        if name in self._names:
+            raise GraphError(f"graph {self.name!r} already has a node named {name!r}")
+        self._names.discard(node.name)
+        self._names.add(name)
+        node.name = name
+
+    def set_outputs(self, outputs: Iterable[ValueLike]) -> Graph:
+        """Set the graph's outputs, in order (the seed's ``set_outputs([op, ...])``)."""
+        values = [as_value(item) for item in outputs]
+        for value in values:
+            if value.producer.graph is None:
+                self.add_op(value.producer)
+            elif value.producer.graph is not self:
+                raise GraphError(f"output {value.name!r} belongs to another graph")
+        self._outputs = values
+        return self
+
+    def replace_output(self, old: Value, new: Value) -> None:
+        """Make every graph output that is ``old`` be ``new``."""
+        self._outputs = [new if v is old else v for v in self._outputs]
+
+    # -- reading ----------------------------------------------------------------------
+    @property
+    def nodes(self) -> list[Node]:
+        """The nodes in insertion order (a snapshot: safe to mutate while walking)."""
+        return list(self._nodes.values())
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self.nodes)
+
+    def __contains__(self, node: object) -> bool:
+        return isinstance(node, Node) and node.graph is self
+
+    @property
+    def outputs(self) -> list[Value]:
+        """The graph's output values, in order."""
+        return list(self._outputs)
+
+    @property
+    def inputs(self) -> list[Value]:
+        """The values of the graph's ``Data`` nodes, in the order they were added."""
+        return [node.outputs[0] for node in self._nodes.values() if node.op_type == "Data"]
+
+    def node(self, name: str) -> Node:
+        """The node called ``name``."""
+        for node in self._nodes.values():
+            if node.name == name:
+                return node
+        raise GraphError(f"graph {self.name!r} has no node named {name!r}")
+
+    def find_value(self, name: str) -> Value:
+        """The value called ``name``."""
+        for node in self._nodes.values():
+            for value in node.outputs:
+                if value.name == name:
+                    return value
+        raise GraphError(f"graph {self.name!r} has no value named {name!r}")
+
+    def get_ops(self) -> list[Node]:
+        """The nodes in topological order (the seed's ``graph.get_ops()``)."""
+        return self.topological_order()
+
+    def topological_order(self) -> list[Node]:
+        """Nodes ordered so each comes after its producers; ties keep insertion order."""
+        nodes = list(self._nodes.values())
+        position = {id(node): i for i, node in enumerate(nodes)}
+        pending = {id(node): 0 for node in nodes}
+        for node in nodes:
+            for producer in node.predecessors():
+                if id(producer) in position:
+                    pending[id(node)] += 1
+        ready = [position[id(n)] for n in nodes if pending[id(n)] == 0]
+        heapq.heapify(ready)
+        order: list[Node] = []
+        while ready:
+            node = nodes[heapq.heappop(ready)]
+            order.append(node)
+            for successor in node.successors():
+                key = id(successor)
+                if key in pending:
+                    pending[key] -= 1
+                    if pending[key] == 0:
+                        heapq.heappush(ready, position[key])
+        if len(order) != len(nodes):
+            stuck = sorted(n.name for n in nodes if pending[id(n)] > 0)
+            raise GraphError(f"graph {self.name!r} has a cycle through nodes {stuck}")
+        return order
+
+    # -- checking ---------------------------------------------------------------------
+    def validate(self) -> bool:
+        """Check the graph; return True, or raise ``GraphError`` naming what is wrong.
+
+        Checked: at least one output; unique node and value names; every input
+        produced by a node of this graph; consistent use-def links; no cycle; and
+        every node against its op's definition (inputs, attributes, shapes, dtypes).
+        """
+        if not self._outputs:
+            raise GraphError(f"graph {self.name!r} has no outputs; call set_outputs([...])")
+        self._check_names()
+        self._check_links()
+        for value in self._outputs:
+            if value.producer.graph is not self:
+                raise GraphError(f"graph output {value.name!r} is produced outside the graph")
+        order = self.topological_order()
+        if _node_checker is not None:
+            for node in order:
+                _node_checker(node)
+        return True
+
+    def is_valid(self) -> bool:
+        """``validate()`` as a truth value: False instead of raising."""
+        try:
+            return self.validate()
+        except GraphError:
+            return False
+
+    def _check_names(self) -> None:
+        seen: set[str] = set()
+        values: set[str] = set()
+        for node in self._nodes.values():
+            if node.name in seen:
+                raise GraphError(f"graph {self.name!r} has two nodes named {node.name!r}")
+            seen.add(node.name)
+            for value in node.outputs:
+                if value.name in values:
+                    raise GraphError(f"graph {self.name!r} has two values named {value.name!r}")
+                values.add(value.name)
+
+    def _check_links(self) -> None:
+        for node in self._nodes.values():
+            for index, value in enumerate(node._inputs):
+                if value is None:
+                    continue
+                if value.producer.graph is not self:
+                    raise GraphError(
+                        f"node {node.name!r} input {index} reads {value.name!r}, whose producer "
+                        f"is not in graph {self.name!r} (a dangling input)")
+                if Usage(node, index) not in value._users:
+                    raise GraphError(f"use-def link broken at node {node.name!r} input {index}")
+            for value in node.outputs:
+                for usage in value._users:
+                    if usage.node.graph is not self or usage.node._inputs[usage.index] is not value:
+                        raise GraphError(f"value {value.name!r} lists a stale user {usage}")
+
+    # -- copying ----------------------------------------------------------------------
+    def clone(self, name: Optional[str] = None) -> Graph:
+        """A deep copy: new nodes and values, shared read-only constant data."""
+        copy = Graph(self.name if name is None else name)
+        copy.metadata = dict(self.metadata)
+        mapping: dict[int, Value] = {}
+        for node in self.topological_order():
+            inputs = [None if v is None else mapping[id(v)] for v in node._inputs]
+            new = Node(node.op_type, inputs, _copy_attrs(node.attrs), [v.desc for v in node.outputs],
+                       node.name)
+            for old_value, new_value in zip(node.outputs, new.outputs):
+                new_value._name = old_value._name
+                mapping[id(old_value)] = new_value
+            copy._attach(new)
+        copy._outputs = [mapping[id(v)] for v in self._outputs]
+        return copy
+
+    def extract(self, inputs: Sequence[Union[str, ValueLike]],
+                outputs: Sequence[Union[str, ValueLike]], name: Optional[str] = None) -> Graph:
+        """The subgraph computing ``outputs`` from ``inputs`` (which become ``Data`` nodes)."""
+        in_values = [self._lookup(item) for item in inputs]
+        out_values = [self._lookup(item) for item in outputs]
+        sub = Graph(name or f"{self.name}_sub")
+        mapping: dict[int, Value] = {}
+        for value in in_values:
+            data = Node("Data", [], {"shape": list(value.shape), "dtype": value.dtype},
+                        [value.desc], _safe_name(value.name))
+            sub._attach(data)
+            mapping[id(value)] = data.outputs[0]
+        needed = self._cone(out_values, {id(v) for v in in_values})
+        for node in self.topological_order():
+            if id(node) not in needed:
+                continue
+            new_inputs = [None if v is None else mapping[id(v)] for v in node._inputs]
+            new = Node(node.op_type, new_inputs, _copy_attrs(node.attrs),
+                       [v.desc for v in node.outputs], node.name)
+            for old_value, new_value in zip(node.outputs, new.outputs):
+                new_value._name = old_value._name
+                mapping.setdefault(id(old_value), new_value)
+            sub._attach(new)
+        sub._outputs = [mapping[id(v)] for v in out_values]
+        return sub
+
+    def _cone(self, outputs: Sequence[Value], stop: set[int]) -> set[int]:
+        needed: set[int] = set()
+        stack = [v for v in outputs if id(v) not in stop]
+        while stack:
+            node = stack.pop().producer
+            if id(node) in needed:
+                continue
+            needed.add(id(node))
+            stack.extend(v for v in node._inputs if v is not None and id(v) not in stop)
+        return needed
+
+    def _lookup(self, item: Union[str, ValueLike]) -> Value:
+        value = self.find_value(item) if isinstance(item, str) else as_value(item)
+        if value.producer.graph is not self:
+            raise GraphError(f"value {value.name!r} is not in graph {self.name!r}")
+        return value
+
+    # -- text -------------------------------------------------------------------------
+    def __str__(self) -> str:
+        from ge.ir.printer import format_graph
+
+        return format_graph(self)
+
+    def __repr__(self) -> str:
+        return f"Graph({self.name!r}, {len(self._nodes)} nodes)"
+
+    def to_json(self) -> str:
+        """The graph as JSON text (constant data included, base64-encoded)."""
+        from ge.ir.serialize import graph_to_json
+
+        return graph_to_json(self)
+
+    @staticmethod
+    def from_json(text: Union[str, bytes]) -> Graph:
+        """Rebuild a graph from ``to_json`` output."""
+        from ge.ir.serialize import graph_from_json
+
+        return graph_from_json(text)
+
+
+def _copy_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+    copied: dict[str, Any] = {}
+    for key, value in attrs.items():
+        if isinstance(value, Graph):
+            copied[key] = value.clone()
+        elif isinstance(value, list):
+            copied[key] = list(value)
+        else:
+            copied[key] = value
+    return copied
+
+
+def _safe_name(name: str) -> str:
+    return name.replace(":", "_")
+
+
+def describe(value: Value) -> str:
+    """``name: float32[N,3]`` text for messages."""
+    return f"{value.name}: {value.dtype.short_name}{format_shape(value.shape)}"
+

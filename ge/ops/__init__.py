@@ -1,0 +1,19 @@
+"""The op registry and every registered op.
+
+Importing this package registers all op families (one module per family) and
+installs the registry's node check into ``Graph.validate``.
+"""
+
+from ge.ir import set_node_checker
+from ge.ops import core, elementwise, matmul, nn, reduce, tensor_ops  # noqa: F401 - registers
+from ge.ops.registry import (REQUIRED, Attr, AttrType, Cost, InferenceContext, Input, OpSchema,
+                             Trait, all_op_types, check_node, create_node, get_schema, has_op,
+                             infer_outputs, node_cost, normalize_attrs, register_op)
+
+set_node_checker(check_node)
+
+__all__ = [
+    "REQUIRED", "Attr", "AttrType", "Cost", "InferenceContext", "Input", "OpSchema", "Trait",
+    "all_op_types", "check_node", "create_node", "get_schema", "has_op", "infer_outputs",
+    "node_cost", "normalize_attrs", "register_op",
+]
