@@ -2,8 +2,17 @@
 
 from ge.ir.dtypes import DataType, from_numpy_dtype, to_numpy_dtype
 from ge.ir.graph import Graph, Node, Usage, Value, as_value, set_node_checker
-from ge.ir.tensor import (Dim, Format, Shape, Tensor, TensorDesc, format_shape, is_static,
-                          normalize_shape, num_elements)
+from ge.ir.tensor import (
+                          Dim,
+                          Format,
+                          Shape,
+                          Tensor,
+                          TensorDesc,
+                          format_shape,
+                          is_static,
+                          normalize_shape,
+                          num_elements,
+)
 
 __all__ = [
     "DataType", "Dim", "Format", "Graph", "Node", "Shape", "Tensor", "TensorDesc", "Usage",

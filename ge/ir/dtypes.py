@@ -57,7 +57,7 @@ class DataType(enum.Enum):
 
     @classmethod
     def parse(cls, value: Any) -> DataType:
-        """Accept a ``DataType``, a NumPy dtype or type, or a name (``"DT_FLOAT"``, ``"float32"``)."""
+        """Accept a ``DataType``, a NumPy dtype or a name (``"DT_FLOAT"``, ``"float32"``)."""
         if isinstance(value, DataType):
             return value
         if isinstance(value, str):

@@ -449,8 +449,8 @@ class Graph:
         mapping: dict[int, Value] = {}
         for node in self.topological_order():
             inputs = [None if v is None else mapping[id(v)] for v in node._inputs]
-            new = Node(node.op_type, inputs, _copy_attrs(node.attrs), [v.desc for v in node.outputs],
-                       node.name)
+            descs = [v.desc for v in node.outputs]
+            new = Node(node.op_type, inputs, _copy_attrs(node.attrs), descs, node.name)
             for old_value, new_value in zip(node.outputs, new.outputs):
                 new_value._name = old_value._name
                 mapping[id(old_value)] = new_value

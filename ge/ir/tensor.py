@@ -185,7 +185,8 @@ class Tensor:
             return NotImplemented
         return (self._array.dtype == other._array.dtype
                 and self._array.shape == other._array.shape
-                and bool(np.array_equal(self._array, other._array, equal_nan=_is_float(self._array))))
+                and bool(np.array_equal(self._array, other._array,
+                                        equal_nan=_is_float(self._array))))
 
     def __hash__(self) -> int:
         return hash((self._array.dtype.str, self._array.shape, self._array.tobytes()[:64]))

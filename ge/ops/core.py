@@ -9,8 +9,7 @@ import numpy as np
 
 from ge.errors import InputError
 from ge.ir import DataType, Format, Tensor, TensorDesc
-from ge.ops.registry import (Attr, AttrType, Cost, InferenceContext, REQUIRED, Trait,
-                             register_op)
+from ge.ops.registry import REQUIRED, Attr, AttrType, Cost, InferenceContext, Trait, register_op
 from ge.ops.shape_utils import normalize_axis
 
 

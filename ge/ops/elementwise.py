@@ -13,8 +13,15 @@ import numpy as np
 
 from ge.ir import DataType, Format, TensorDesc
 from ge.ops.core import channel_axis
-from ge.ops.registry import (Attr, AttrType, Input, InferenceContext, Trait, flops_per_output,
-                             register_op)
+from ge.ops.registry import (
+    Attr,
+    AttrType,
+    InferenceContext,
+    Input,
+    Trait,
+    flops_per_output,
+    register_op,
+)
 from ge.ops.shape_utils import broadcast_shapes
 
 FLOATS = (DataType.DT_FLOAT, DataType.DT_FLOAT16, DataType.DT_BF16, DataType.DT_DOUBLE)
@@ -30,7 +37,8 @@ def _broadcast_desc(ctx: InferenceContext, indices: Sequence[int], dtype: DataTy
     shapes = [ctx.shape(i) for i in indices]
     shape = broadcast_shapes(*shapes)
     if shape is None:
-        listing = ", ".join(f"{ctx.schema.input_name(i)}={list(s)}" for i, s in zip(indices, shapes))
+        listing = ", ".join(f"{ctx.schema.input_name(i)}={list(s)}"
+                            for i, s in zip(indices, shapes))
         raise ctx.fail(f"shapes do not broadcast: {listing}")
     formats = {ctx.input(i).format for i in indices if len(ctx.shape(i)) == len(shape)}
     layout = formats.pop() if len(formats) == 1 else Format.ND

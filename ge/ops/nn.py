@@ -1,1 +1,605 @@
-"""Placeholder: filled in by its op family."""
+"""Neural-network ops: Conv2D, MaxPool, AvgPool, GlobalAveragePool, FusedBatchNorm,
+LayerNormalization, Softmax and LogSoftmax.
+
+Layouts follow the seed (section 4.2): activations are NHWC unless ``data_format`` says
+NCHW, and a convolution filter is HWIO ``[kh, kw, Cin/groups, Cout]`` for NHWC data or
+OIHW ``[Cout, Cin/groups, kh, kw]`` for NCHW data unless ``filter_format`` overrides it.
+Window attributes (``strides``, ``dilations``, ``ksize``) take four values in
+``data_format`` order (``[1, s_h, s_w, 1]`` for NHWC, the batch and channel entries 1)
+or two values ``[s_h, s_w]``.
+
+Padding is ``"SAME"`` (TensorFlow: ``out = ceil(in / stride)``, the odd cell of padding
+at the bottom/right), ``"VALID"`` (no padding) or ``"EXPLICIT"`` with ``pads`` =
+``[top, bottom, left, right]`` (or ``[pad_h, pad_w]``, the same on both sides). When
+``padding`` is not set it is ``"EXPLICIT"`` if ``pads`` is given and ``"VALID"`` otherwise.
+
+Reference kernels compute float16 and bfloat16 in float32 and return the input's dtype.
+Convolutions go through BLAS on an im2col view (``as_strided``), never a loop over pixels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Optional
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from ge.errors import AttrError
+from ge.ir import Format, TensorDesc
+from ge.ir.tensor import Dim, Shape, is_static_dim, num_elements
+from ge.ops.core import channel_axis
+from ge.ops.elementwise import FLOATS
+from ge.ops.registry import (
+    REQUIRED,
+    Attr,
+    AttrType,
+    Cost,
+    InferenceContext,
+    Input,
+    Trait,
+    flops_per_output,
+    register_op,
+)
+from ge.ops.shape_utils import broadcast_shapes, dims_equal, normalize_axis
+
+__all__ = ["effective_kernel", "same_padding", "conv_output_size", "AxisPlan", "plan_axis",
+           "Window", "resolve_window"]
+
+PADDINGS = ("SAME", "VALID", "EXPLICIT")
+_LAYOUTS = (Format.NHWC, Format.NCHW)
+
+
+# -- shape arithmetic -------------------------------------------------------------------
+
+def effective_kernel(kernel: int, dilation: int = 1) -> int:
+    """The extent of a dilated window: ``(kernel - 1) * dilation + 1``."""
+    return (kernel - 1) * dilation + 1
+
+
+def same_padding(size: int, kernel: int, stride: int = 1, dilation: int = 1) -> tuple[int, int]:
+    """TensorFlow's SAME padding of one axis as ``(begin, end)``; the odd cell goes at the end.
+
+    The output has ``ceil(size / stride)`` cells, and the total padding is
+    ``max((out - 1) * stride + effective_kernel - size, 0)``.
+    """
+    out = -(-size // stride)
+    total = max((out - 1) * stride + effective_kernel(kernel, dilation) - size, 0)
+    return total // 2, total - total // 2
+
+
+def conv_output_size(size: int, kernel: int, stride: int = 1, dilation: int = 1,
+                     pads: tuple[int, int] = (0, 0), ceil_mode: bool = False) -> int:
+    """Output length of a window sliding over ``size`` cells padded by ``pads``.
+
+    ``floor((size + pads - effective_kernel) / stride) + 1``; with ``ceil_mode`` the
+    division rounds up, but (as ONNX and PyTorch do) a last window that would start
+    in the end padding is dropped. ``ValueError`` when the window exceeds the padded input.
+    """
+    span = size + pads[0] + pads[1] - effective_kernel(kernel, dilation)
+    if span < 0:
+        raise ValueError(f"a window of extent {effective_kernel(kernel, dilation)} does not fit "
+                         f"{size} cells padded by {list(pads)}")
+    if not ceil_mode:
+        return span // stride + 1
+    out = -(-span // stride) + 1
+    if (out - 1) * stride >= size + pads[0]:
+        out -= 1
+    return out
+
+
+class AxisPlan(NamedTuple):
+    """How one spatial axis is windowed: output length and the padding to apply."""
+
+    output: int
+    pad_begin: int
+    pad_end: int
+    overhang: int = 0  # cells past pad_end that a ceil-mode last window reaches
+
+
+@dataclass(frozen=True)
+class Window:
+    """Resolved 2-D window attributes (height first, then width)."""
+
+    strides: tuple[int, int]
+    dilations: tuple[int, int]
+    padding: str  # SAME, VALID or EXPLICIT
+    pads: tuple[int, int, int, int]  # top, bottom, left, right
+    ceil_mode: bool = False
+
+
+def plan_axis(window: Window, axis: int, size: int, kernel: int) -> AxisPlan:
+    """The output length and padding of spatial ``axis`` (0: height, 1: width)."""
+    stride, dilation = window.strides[axis], window.dilations[axis]
+    if window.padding == "SAME":
+        begin, end = same_padding(size, kernel, stride, dilation)
+        return AxisPlan(-(-size // stride), begin, end)
+    begin, end = window.pads[2 * axis], window.pads[2 * axis + 1]
+    out = conv_output_size(size, kernel, stride, dilation, (begin, end), window.ceil_mode)
+    overhang = max((out - 1) * stride + effective_kernel(kernel, dilation) - size - begin - end, 0)
+    return AxisPlan(out, begin, end, overhang)
+
+
+def _pair(values: Optional[Sequence[int]], layout: Format, name: str) -> tuple[int, int]:
+    if values is None:
+        return 1, 1
+    if len(values) == 2:
+        return values[0], values[1]
+    spatial = (2, 3) if layout is Format.NCHW else (1, 2)
+    others = [values[i] for i in range(4) if i not in spatial]
+    if others != [1, 1]:
+        raise ValueError(f"{name} {list(values)} must be 1 on the batch and channel axes of "
+                         f"{layout.value} data")
+    return values[spatial[0]], values[spatial[1]]
+
+
+def resolve_window(attrs: dict[str, Any], ceil_mode: bool = False) -> Window:
+    """A ``Window`` from an op's attributes; ``ValueError`` when they do not fit together."""
+    layout = attrs["data_format"]
+    pads = attrs.get("pads")
+    padding = attrs["padding"] or ("EXPLICIT" if pads is not None else "VALID")
+    if padding == "EXPLICIT" and pads is None:
+        raise ValueError("padding EXPLICIT needs the 'pads' attribute")
+    if padding != "EXPLICIT" and pads is not None and any(pads):
+        raise ValueError(f"pads {list(pads)} are only used with EXPLICIT padding, not {padding}")
+    full = (0, 0, 0, 0) if pads is None else tuple(pads) if len(pads) == 4 \
+        else (pads[0], pads[0], pads[1], pads[1])
+    return Window(_pair(attrs.get("strides"), layout, "strides"),
+                  _pair(attrs.get("dilations"), layout, "dilations"), padding, full, ceil_mode)
+
+
+def _window_or_fail(ctx: InferenceContext, ceil_mode: bool = False) -> Window:
+    try:
+        return resolve_window(ctx.attrs, ceil_mode)
+    except ValueError as error:
+        raise AttrError(f"{ctx.schema.op_type} node {ctx.node_name!r}: {error}") from None
+
+
+def _output_dim(ctx: InferenceContext, window: Window, axis: int, size: Dim, kernel: Dim) -> Dim:
+    """The inferred output length of one spatial axis; unknown stays unknown."""
+    if window.padding == "SAME":
+        if is_static_dim(size):
+            return -(-size // window.strides[axis])
+        return size if window.strides[axis] == 1 else -1
+    if not (is_static_dim(size) and is_static_dim(kernel)):
+        return -1
+    try:
+        return plan_axis(window, axis, size, kernel).output
+    except ValueError as error:
+        raise ctx.fail(f"{'height' if axis == 0 else 'width'}: {error}") from None
+
+
+def _check_count(what: str) -> Callable[[Sequence[int]], Optional[str]]:
+    def check(values: Sequence[int]) -> Optional[str]:
+        if len(values) not in (2, 4):
+            return f"expects 2 or 4 values, got {len(values)}"
+        if any(v < 1 for v in values):
+            return f"{what} must be >= 1"
+        return None
+
+    return check
+
+
+def _check_pads(values: Sequence[int]) -> Optional[str]:
+    if len(values) not in (2, 4):
+        return f"expects [top, bottom, left, right] or [pad_h, pad_w], got {len(values)} values"
+    return "pads must be >= 0" if any(v < 0 for v in values) else None
+
+
+def _window_attrs() -> list[Attr]:
+    return [
+        Attr("strides", AttrType.INTS, None, check=_check_count("strides"),
+             doc="4 values in data_format order or [s_h, s_w]; default 1"),
+        Attr("padding", AttrType.STRING, None, choices=PADDINGS,
+             doc="SAME, VALID or EXPLICIT; unset: EXPLICIT if pads is given, else VALID"),
+        Attr("pads", AttrType.INTS, None, check=_check_pads,
+             doc="[top, bottom, left, right] or [pad_h, pad_w]"),
+        Attr("data_format", AttrType.FORMAT, Format.NHWC, choices=_LAYOUTS),
+    ]
+
+
+# -- layouts ----------------------------------------------------------------------------
+
+def _spatial(shape: Shape, layout: Format) -> tuple[Dim, Dim, Dim, Dim]:
+    """``(N, C, H, W)`` of a 4-D shape in ``layout``."""
+    if layout is Format.NCHW:
+        return shape[0], shape[1], shape[2], shape[3]
+    return shape[0], shape[3], shape[1], shape[2]
+
+
+def _layout_shape(n: Dim, c: Dim, h: Dim, w: Dim, layout: Format) -> tuple[Dim, ...]:
+    return (n, c, h, w) if layout is Format.NCHW else (n, h, w, c)
+
+
+def _compute_dtype(dtype: np.dtype) -> np.dtype:
+    return np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
+
+
+def _to_nhwc(x: np.ndarray, layout: Format) -> np.ndarray:
+    wide = x.astype(_compute_dtype(x.dtype), copy=False)
+    return wide.transpose(0, 2, 3, 1) if layout is Format.NCHW else wide
+
+
+def _from_nhwc(y: np.ndarray, layout: Format, dtype: np.dtype) -> np.ndarray:
+    if layout is Format.NCHW:
+        y = y.transpose(0, 3, 1, 2)
+    return np.ascontiguousarray(y).astype(dtype, copy=False)
+
+
+def _windows(x: np.ndarray, window: Window, kernel: tuple[int, int], fill: float
+             ) -> np.ndarray:
+    """A read-only ``[N, Ho, Wo, kh, kw, C]`` view of the windows over NHWC ``x``."""
+    rows = plan_axis(window, 0, x.shape[1], kernel[0])
+    cols = plan_axis(window, 1, x.shape[2], kernel[1])
+    widths = ((0, 0), (rows.pad_begin, rows.pad_end + rows.overhang),
+              (cols.pad_begin, cols.pad_end + cols.overhang), (0, 0))
+    if any(any(pair) for pair in widths):
+        x = np.pad(x, widths, constant_values=fill)
+    sn, sh, sw, sc = x.strides
+    (stride_h, stride_w), (dil_h, dil_w) = window.strides, window.dilations
+    shape = (x.shape[0], rows.output, cols.output, kernel[0], kernel[1], x.shape[3])
+    steps = (sn, sh * stride_h, sw * stride_w, sh * dil_h, sw * dil_w, sc)
+    return as_strided(x, shape, steps, writeable=False)
+
+
+# -- Conv2D -----------------------------------------------------------------------------
+
+def _filter_format(attrs: dict[str, Any]) -> str:
+    chosen = attrs.get("filter_format")
+    return chosen or ("OIHW" if attrs["data_format"] is Format.NCHW else "HWIO")
+
+
+def _hwio_dims(shape: Shape, filter_format: str) -> tuple[Dim, Dim, Dim, Dim]:
+    """``(kh, kw, Cin/groups, Cout)`` of a filter shape."""
+    if filter_format == "OIHW":
+        return shape[2], shape[3], shape[1], shape[0]
+    return shape[0], shape[1], shape[2], shape[3]
+
+
+def _check_conv_channels(ctx: InferenceContext, channels: Dim, per_group: Dim, cout: Dim
+                         ) -> Dim:
+    groups = ctx.attr("groups")
+    if is_static_dim(channels) and is_static_dim(per_group) and per_group * groups != channels:
+        raise ctx.fail(f"input has {channels} channels; the filter {list(ctx.shape(1))} expects "
+                       f"{per_group} per group x {groups} groups = {per_group * groups}")
+    if is_static_dim(cout) and cout % groups:
+        raise ctx.fail(f"the filter's {cout} output channels do not divide into {groups} groups")
+    if ctx.has_input(2):
+        ctx.require_rank(2, 1)
+        length = ctx.shape(2)[0]
+        if not dims_equal(length, cout):
+            raise ctx.fail(f"bias has {length} elements; the filter has {cout} output channels")
+        if not is_static_dim(cout):
+            cout = length
+    return cout
+
+
+def _infer_conv2d(ctx: InferenceContext) -> Sequence[TensorDesc]:
+    ctx.require_dtypes(0, FLOATS)
+    dtype = ctx.require_same_dtype(0, 1, 2)
+    ctx.require_rank(0, 4)
+    ctx.require_rank(1, 4)
+    layout = ctx.attr("data_format")
+    n, channels, height, width = _spatial(ctx.shape(0), layout)
+    kh, kw, per_group, cout = _hwio_dims(ctx.shape(1), _filter_format(ctx.attrs))
+    cout = _check_conv_channels(ctx, channels, per_group, cout)
+    window = _window_or_fail(ctx)
+    out_h = _output_dim(ctx, window, 0, height, kh)
+    out_w = _output_dim(ctx, window, 1, width, kw)
+    return [TensorDesc(_layout_shape(n, cout, out_h, out_w, layout), dtype, layout)]
+
+
+def _conv_cost(ctx: InferenceContext, outputs: Sequence[TensorDesc]) -> Cost:
+    kh, kw, per_group, _ = _hwio_dims(ctx.shape(1), _filter_format(ctx.attrs))
+    out_elements = num_elements(outputs[0].shape)
+    taps = num_elements((kh, kw, per_group))
+    flops = 2 * out_elements * taps + (out_elements if ctx.has_input(2) else 0)
+    data = sum(num_elements(d.shape) * d.dtype.itemsize for d in ctx.inputs if d is not None)
+    return Cost(flops, data + out_elements * outputs[0].dtype.itemsize)
+
+
+def _grouped_product(windows: np.ndarray, hwio: np.ndarray, groups: int) -> np.ndarray:
+    """``[N, Ho, Wo, Cout]`` from ``[N, Ho, Wo, kh, kw, C]`` windows and an HWIO filter."""
+    if groups == 1:
+        return np.tensordot(windows, hwio, axes=([3, 4, 5], [0, 1, 2]))
+    n, out_h, out_w, kh, kw, channels = windows.shape
+    per_group, per_out = channels // groups, hwio.shape[3] // groups
+    if per_group == 1:  # depthwise: one multiply-add per tap, over all pixels at once
+        taps = hwio.reshape(kh, kw, groups, per_out)
+        result = np.zeros((n, out_h, out_w, groups, per_out), windows.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                result += windows[:, :, :, i, j, :, None] * taps[i, j]
+        return result.reshape(n, out_h, out_w, groups * per_out)
+    split = windows.reshape(n, out_h, out_w, kh, kw, groups, per_group)
+    columns = split.transpose(5, 0, 1, 2, 3, 4, 6).reshape(groups, -1, kh * kw * per_group)
+    weights = hwio.reshape(kh, kw, per_group, groups, per_out).transpose(3, 0, 1, 2, 4)
+    product = np.matmul(columns, weights.reshape(groups, kh * kw * per_group, per_out))
+    return product.transpose(1, 0, 2).reshape(n, out_h, out_w, groups * per_out)
+
+
+@register_op(
+    "Conv2D",
+    inputs=["input", "filter", Input("bias", optional=True, doc="1-D, Cout")],
+    attrs=_window_attrs() + [
+        Attr("dilations", AttrType.INTS, None, check=_check_count("dilations"),
+             doc="4 values in data_format order or [d_h, d_w]; default 1"),
+        Attr("groups", AttrType.INT, 1, check=lambda g: None if g >= 1 else "must be >= 1",
+             doc="channel groups; groups == Cin is a depthwise convolution"),
+        Attr("filter_format", AttrType.STRING, None, choices=("HWIO", "OIHW"),
+             doc="default HWIO for NHWC data, OIHW for NCHW data"),
+    ],
+    infer=_infer_conv2d,
+    cost=_conv_cost,
+)
+def conv2d_kernel(x: np.ndarray, weights: np.ndarray, bias: Optional[np.ndarray] = None,
+                  **attrs: Any) -> np.ndarray:
+    """2-D cross-correlation of ``input`` with ``filter`` (plus ``bias``), as TensorFlow's
+    Conv2D and PyTorch's conv2d: strides, dilations, SAME/VALID/explicit padding, groups."""
+    layout = attrs["data_format"]
+    nhwc = _to_nhwc(x, layout)
+    hwio = weights.astype(nhwc.dtype, copy=False)
+    if _filter_format(attrs) == "OIHW":
+        hwio = hwio.transpose(2, 3, 1, 0)
+    windows = _windows(nhwc, resolve_window(attrs), hwio.shape[:2], 0.0)
+    result = _grouped_product(windows, hwio, attrs["groups"])
+    if bias is not None:
+        result = result + bias.astype(result.dtype, copy=False)
+    return _from_nhwc(result, layout, x.dtype)
+
+
+# -- pooling ----------------------------------------------------------------------------
+
+def _infer_pool(ctx: InferenceContext) -> Sequence[TensorDesc]:
+    ctx.require_dtypes(0, FLOATS)
+    ctx.require_rank(0, 4)
+    layout = ctx.attr("data_format")
+    try:
+        kernel = _pair(ctx.attr("ksize"), layout, "ksize")
+    except ValueError as error:
+        raise AttrError(f"{ctx.schema.op_type} node {ctx.node_name!r}: {error}") from None
+    window = _window_or_fail(ctx, ctx.attr("ceil_mode"))
+    n, channels, height, width = _spatial(ctx.shape(0), layout)
+    out_h = _output_dim(ctx, window, 0, height, kernel[0])
+    out_w = _output_dim(ctx, window, 1, width, kernel[1])
+    return [TensorDesc(_layout_shape(n, channels, out_h, out_w, layout), ctx.dtype(0), layout)]
+
+
+def _pool_cost(ctx: InferenceContext, outputs: Sequence[TensorDesc]) -> Cost:
+    ksize = ctx.attr("ksize")
+    taps = int(np.prod(ksize))
+    return flops_per_output(taps + (1 if ctx.schema.op_type == "AvgPool" else 0))(ctx, outputs)
+
+
+def _pool_attrs(extra: Sequence[Attr] = ()) -> list[Attr]:
+    return [Attr("ksize", AttrType.INTS, REQUIRED, check=_check_count("ksize"),
+                 doc="4 values in data_format order or [k_h, k_w]")] + _window_attrs() + [
+        Attr("ceil_mode", AttrType.BOOL, False,
+             doc="round the output size up (ONNX); ignored for SAME padding"),
+        *extra]
+
+
+def _pool_windows(x: np.ndarray, attrs: dict[str, Any], fill: float
+                  ) -> tuple[np.ndarray, Window, tuple[int, int]]:
+    nhwc = _to_nhwc(x, attrs["data_format"])
+    kernel = _pair(attrs["ksize"], attrs["data_format"], "ksize")
+    window = resolve_window(attrs, attrs["ceil_mode"])
+    return _windows(nhwc, window, kernel, fill), window, kernel
+
+
+@register_op("MaxPool", inputs=["input"], attrs=_pool_attrs(), infer=_infer_pool,
+             cost=_pool_cost)
+def max_pool_kernel(x: np.ndarray, **attrs: Any) -> np.ndarray:
+    """The maximum over each window; padding cells are -inf and never win."""
+    windows, _, _ = _pool_windows(x, attrs, -np.inf)
+    return _from_nhwc(windows.max(axis=(3, 4)), attrs["data_format"], x.dtype)
+
+
+def _window_counts(window: Window, kernel: tuple[int, int], size: tuple[int, int],
+                   include_pad: bool, dtype: np.dtype) -> np.ndarray:
+    """How many cells of each window are counted: input cells, and pads if ``include_pad``."""
+    rows = plan_axis(window, 0, size[0], kernel[0])
+    cols = plan_axis(window, 1, size[1], kernel[1])
+    mask = np.zeros((1, size[0] + rows.pad_begin + rows.pad_end + rows.overhang,
+                     size[1] + cols.pad_begin + cols.pad_end + cols.overhang, 1), dtype)
+    if include_pad:  # the declared padding counts; a ceil-mode overhang never does
+        mask[:, :size[0] + rows.pad_begin + rows.pad_end,
+             :size[1] + cols.pad_begin + cols.pad_end] = 1
+    else:
+        mask[:, rows.pad_begin:rows.pad_begin + size[0],
+             cols.pad_begin:cols.pad_begin + size[1]] = 1
+    unpadded = Window(window.strides, window.dilations, "VALID", (0, 0, 0, 0))
+    counts = _windows(mask, unpadded, kernel, 0.0).sum(axis=(3, 4))
+    return np.maximum(counts, 1)
+
+
+@register_op("AvgPool", inputs=["input"],
+             attrs=_pool_attrs([Attr("count_include_pad", AttrType.BOOL, False,
+                                     doc="count padding cells in the divisor")]),
+             infer=_infer_pool, cost=_pool_cost)
+def avg_pool_kernel(x: np.ndarray, **attrs: Any) -> np.ndarray:
+    """The mean over each window; padding cells are zero and count in the divisor only
+    with ``count_include_pad`` (a ceil-mode overhang never counts)."""
+    windows, window, kernel = _pool_windows(x, attrs, 0.0)
+    layout = attrs["data_format"]
+    size = (x.shape[2], x.shape[3]) if layout is Format.NCHW else (x.shape[1], x.shape[2])
+    counts = _window_counts(window, kernel, size, attrs["count_include_pad"], windows.dtype)
+    return _from_nhwc(windows.sum(axis=(3, 4)) / counts, layout, x.dtype)
+
+
+# -- GlobalAveragePool ------------------------------------------------------------------
+
+def _spatial_axes(layout: Format, rank: int) -> tuple[int, ...]:
+    return tuple(range(2, rank)) if layout is Format.NCHW else tuple(range(1, rank - 1))
+
+
+def _infer_global_pool(ctx: InferenceContext) -> Sequence[TensorDesc]:
+    ctx.require_dtypes(0, FLOATS)
+    shape = ctx.shape(0)
+    if len(shape) < 3:
+        raise ctx.fail(f"input 'x' must have rank >= 3 (batch, channels, spatial), "
+                       f"got shape {list(shape)}")
+    layout = ctx.attr("data_format")
+    axes = _spatial_axes(layout, len(shape))
+    out = tuple(1 if axis in axes else dim for axis, dim in enumerate(shape))
+    return [TensorDesc(out, ctx.dtype(0), layout if len(shape) == 4 else Format.ND)]
+
+
+def _global_pool_cost(ctx: InferenceContext, outputs: Sequence[TensorDesc]) -> Cost:
+    inputs = num_elements(ctx.shape(0))
+    itemsize = ctx.dtype(0).itemsize
+    return Cost(inputs, (inputs + num_elements(outputs[0].shape)) * itemsize)
+
+
+@register_op("GlobalAveragePool", inputs=["x"],
+             attrs=[Attr("data_format", AttrType.FORMAT, Format.NCHW, choices=_LAYOUTS,
+                         doc="NCHW (ONNX, the default) or NHWC")],
+             infer=_infer_global_pool, cost=_global_pool_cost)
+def global_average_pool_kernel(x: np.ndarray, *, data_format: Format) -> np.ndarray:
+    """The mean over every spatial axis, kept as size-1 dimensions ([N,C,1,1] for NCHW)."""
+    axes = _spatial_axes(data_format, x.ndim)
+    mean = x.astype(_compute_dtype(x.dtype), copy=False).mean(axis=axes, keepdims=True)
+    return mean.astype(x.dtype, copy=False)
+
+
+# -- FusedBatchNorm ---------------------------------------------------------------------
+
+def _refuse_training(value: bool) -> Optional[str]:
+    if value:
+        return ("training mode is not supported: GE's FusedBatchNorm is the inference form, "
+                "normalizing with the given mean and variance")
+    return None
+
+
+def _infer_batch_norm(ctx: InferenceContext) -> Sequence[TensorDesc]:
+    ctx.require_dtypes(0, FLOATS)
+    x = ctx.input(0)
+    if x.rank < 2:
+        raise ctx.fail(f"input 'x' must have rank >= 2, got shape {list(x.shape)}")
+    layout = ctx.attr("data_format")
+    channels = x.shape[channel_axis(layout, x.rank)]
+    for index in range(1, 5):
+        ctx.require_dtypes(index, FLOATS)
+        ctx.require_rank(index, 1)
+        length = ctx.shape(index)[0]
+        if not dims_equal(length, channels):
+            raise ctx.fail(f"input {ctx.schema.input_name(index)!r} has {length} elements; "
+                           f"x {list(x.shape)} has {channels} channels ({layout.value})")
+    return [TensorDesc(x.shape, x.dtype, layout if x.rank == 4 else x.format)]
+
+
+@register_op(
+    "FusedBatchNorm",
+    inputs=["x", "scale", "offset", "mean", "variance"],
+    attrs=[
+        Attr("epsilon", AttrType.FLOAT, 1e-4, doc="added to the variance (TensorFlow's default)"),
+        Attr("data_format", AttrType.FORMAT, Format.NHWC, choices=_LAYOUTS,
+             doc="channel axis: last for NHWC, 1 for NCHW; rank-2 input is [N, C]"),
+        Attr("is_training", AttrType.BOOL, False, check=_refuse_training,
+             doc="must be False: only the inference form exists"),
+    ],
+    infer=_infer_batch_norm,
+    cost=flops_per_output(2),
+    traits=(Trait.PURE, Trait.INPLACE),
+)
+def fused_batch_norm_kernel(x: np.ndarray, scale: np.ndarray, offset: np.ndarray,
+                            mean: np.ndarray, variance: np.ndarray, *, epsilon: float,
+                            data_format: Format, is_training: bool) -> np.ndarray:
+    """y = (x - mean) / sqrt(variance + epsilon) * scale + offset, along the channel axis."""
+    compute = _compute_dtype(x.dtype)
+    shape = [1] * x.ndim
+    shape[channel_axis(data_format, x.ndim)] = -1
+
+    def column(values: np.ndarray) -> np.ndarray:
+        return values.astype(compute, copy=False).reshape(shape)
+
+    factor = column(scale) / np.sqrt(column(variance) + compute.type(epsilon))
+    result = (x.astype(compute, copy=False) - column(mean)) * factor + column(offset)
+    return result.astype(x.dtype, copy=False)
+
+
+# -- LayerNormalization -----------------------------------------------------------------
+
+def _infer_layer_norm(ctx: InferenceContext) -> Sequence[TensorDesc]:
+    ctx.require_dtypes(0, FLOATS)
+    dtype = ctx.require_same_dtype(0, 1, 2)
+    x = ctx.input(0)
+    try:
+        axis = normalize_axis(ctx.attr("axis"), x.rank)
+    except ValueError as error:
+        raise AttrError(f"{ctx.schema.op_type} node {ctx.node_name!r}: {error}") from None
+    normalized = x.shape[axis:]
+    for index in (1, 2):
+        if not ctx.has_input(index):
+            continue
+        shape = ctx.shape(index)
+        merged = broadcast_shapes(normalized, shape)
+        if len(shape) > len(normalized) or merged is None \
+                or not all(dims_equal(a, b) for a, b in zip(merged, normalized)):
+            raise ctx.fail(f"input {ctx.schema.input_name(index)!r} {list(shape)} does not "
+                           f"broadcast to the normalized shape {list(normalized)}")
+    return [TensorDesc(x.shape, dtype, x.format)]
+
+
+@register_op(
+    "LayerNormalization",
+    inputs=["x", "scale", Input("bias", optional=True)],
+    attrs=[Attr("axis", AttrType.INT, -1, doc="normalize over axes [axis, rank)"),
+           Attr("epsilon", AttrType.FLOAT, 1e-5)],
+    infer=_infer_layer_norm,
+    cost=flops_per_output(8),
+)
+def layer_normalization_kernel(x: np.ndarray, scale: np.ndarray,
+                               bias: Optional[np.ndarray] = None, *, axis: int,
+                               epsilon: float) -> np.ndarray:
+    """ONNX LayerNormalization: y = (x - mean) / sqrt(var + epsilon) * scale + bias, the
+    mean and (biased) variance taken over axes [axis, rank)."""
+    compute = _compute_dtype(x.dtype)
+    wide = x.astype(compute, copy=False)
+    axes = tuple(range(normalize_axis(axis, x.ndim), x.ndim))
+    centred = wide - wide.mean(axis=axes, keepdims=True)
+    variance = np.mean(centred * centred, axis=axes, keepdims=True)
+    result = centred / np.sqrt(variance + compute.type(epsilon)) * scale.astype(compute)
+    if bias is not None:
+        result = result + bias.astype(compute)
+    return result.astype(x.dtype, copy=False)
+
+
+# -- Softmax and LogSoftmax -------------------------------------------------------------
+
+def _infer_softmax(ctx: InferenceContext) -> Sequence[TensorDesc]:
+    ctx.require_dtypes(0, FLOATS)
+    x = ctx.input(0)
+    try:
+        normalize_axis(ctx.attr("axis"), x.rank)
+    except ValueError as error:
+        raise AttrError(f"{ctx.schema.op_type} node {ctx.node_name!r}: {error}") from None
+    return [x]
+
+
+def _shifted(x: np.ndarray, axis: int) -> np.ndarray:
+    wide = x.astype(_compute_dtype(x.dtype), copy=False)
+    if wide.size == 0:
+        return wide
+    return wide - wide.max(axis=axis, keepdims=True)
+
+
+_SOFTMAX_ATTRS = [Attr("axis", AttrType.INT, -1, doc="the axis normalized over")]
+
+
+@register_op("Softmax", inputs=["logits"], attrs=_SOFTMAX_ATTRS, infer=_infer_softmax,
+             cost=flops_per_output(5))
+def softmax_kernel(x: np.ndarray, *, axis: int) -> np.ndarray:
+    """y = exp(x - max) / sum(exp(x - max)) along ``axis`` (numerically stable)."""
+    exps = np.exp(_shifted(x, axis))
+    return (exps / exps.sum(axis=axis, keepdims=True)).astype(x.dtype, copy=False)
+
+
+@register_op("LogSoftmax", inputs=["logits"], attrs=_SOFTMAX_ATTRS, infer=_infer_softmax,
+             cost=flops_per_output(5))
+def log_softmax_kernel(x: np.ndarray, *, axis: int) -> np.ndarray:
+    """y = (x - max) - log(sum(exp(x - max))) along ``axis`` (numerically stable)."""
+    shifted = _shifted(x, axis)
+    total = np.exp(shifted).sum(axis=axis, keepdims=True)
+    return (shifted - np.log(total)).astype(x.dtype, copy=False)

@@ -496,11 +496,12 @@ def check_node(node: Node) -> None:
                          f"its op gives {len(inferred)}")
     for value, desc in zip(node.outputs, inferred):
         if value.dtype is not desc.dtype:
-            raise DTypeError(f"{node.op_type} node {node.name!r}: output {value.name!r} is declared "
-                             f"{value.dtype.short_name}, the op gives {desc.dtype.short_name}")
+            raise DTypeError(f"{node.op_type} node {node.name!r}: output {value.name!r} "
+                             f"is declared {value.dtype.short_name}, "
+                             f"the op gives {desc.dtype.short_name}")
         if not _compatible(value.shape, desc.shape):
-            raise ShapeError(f"{node.op_type} node {node.name!r}: output {value.name!r} is declared "
-                             f"{list(value.shape)}, the op gives {list(desc.shape)}")
+            raise ShapeError(f"{node.op_type} node {node.name!r}: output {value.name!r} "
+                             f"is declared {list(value.shape)}, the op gives {list(desc.shape)}")
 
 
 def node_cost(node: Node) -> Cost:

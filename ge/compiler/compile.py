@@ -1,0 +1,122 @@
+"""``ge.compile``: graph in, executable out.
+
+Steps: check the graph; copy it so the user's graph is never changed; order
+the nodes; assign each node an engine (the first in the preference list that
+supports it, the NumPy engine as fallback); give every value a slot; and work
+out after which step each slot's last reader has run, so a session frees
+intermediate results as early as possible.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Optional
+
+from ge.compiler.executable import Executable, IOSpec, Step
+from ge.engines import Engine, get_engine
+from ge.errors import CompileError, GraphError, UnsupportedOpError
+from ge.ir import Graph, Node, Value
+from ge.ops.registry import has_op
+
+__all__ = ["compile", "DEFAULT_ENGINES"]
+
+DEFAULT_ENGINES: tuple[str, ...] = ("numpy",)
+
+
+def compile(graph: Graph, *, engines: Optional[Sequence[str]] = None) -> Executable:  # noqa: A001
+    """Compile ``graph`` for execution by ``ge.Session``.
+
+    ``engines`` is the preference list of engine names; the NumPy engine is
+    always the last resort. Raises ``GraphError`` kin for an invalid graph and
+    ``UnsupportedOpError`` listing every op type no engine supports.
+    """
+    if not isinstance(graph, Graph):
+        raise CompileError(f"ge.compile expects a ge.Graph, got {type(graph).__name__}")
+    started = time.perf_counter()
+    _check_known_ops(graph)
+    graph.validate()
+    working = graph.clone()
+    order = working.topological_order()
+    chosen = _engine_list(engines)
+    assignment = _assign_engines(order, chosen)
+    executable = _plan(working, order, assignment)
+    executable.report = {
+        "graph": graph.name,
+        "nodes": len(working),
+        "steps": len(executable.steps),
+        "engines": executable.engine_histogram(),
+        "compile_seconds": time.perf_counter() - started,
+    }
+    return executable
+
+
+def _check_known_ops(graph: Graph) -> None:
+    unknown = sorted({node.op_type for node in graph.nodes if not has_op(node.op_type)})
+    if unknown:
+        raise UnsupportedOpError(f"graph {graph.name!r} uses op types GE does not know: "
+                                 f"{', '.join(unknown)}")
+
+
+def _engine_list(names: Optional[Sequence[str]]) -> list[Engine]:
+    ordered = list(names or DEFAULT_ENGINES)
+    if "numpy" not in ordered:
+        ordered.append("numpy")
+    return [get_engine(name) for name in ordered]
+
+
+def _assign_engines(order: list[Node], engines: list[Engine]) -> dict[int, str]:
+    assignment: dict[int, str] = {}
+    unsupported: set[str] = set()
+    for node in order:
+        if node.op_type in ("Data", "Const"):
+            continue
+        engine = next((e for e in engines if e.supports(node)), None)
+        if engine is None:
+            unsupported.add(node.op_type)
+        else:
+            assignment[id(node)] = engine.name
+    if unsupported:
+        names = ", ".join(e.name for e in engines)
+        raise UnsupportedOpError(f"no engine among ({names}) supports op types: "
+                                 f"{', '.join(sorted(unsupported))}")
+    return assignment
+
+
+def _plan(graph: Graph, order: list[Node], assignment: dict[int, str]) -> Executable:
+    slots: dict[int, int] = {}
+
+    def slot_of(value: Value) -> int:
+        return slots.setdefault(id(value), len(slots))
+
+    inputs = [IOSpec(v.producer.name, v.desc, slot_of(v)) for v in graph.inputs]
+    if len({spec.name for spec in inputs}) != len(inputs):
+        raise GraphError(f"graph {graph.name!r} has two inputs with the same name")
+    constants = {slot_of(n.outputs[0]): n.name for n in order if n.op_type == "Const"}
+    computing = [n for n in order if id(n) in assignment]
+    last_reader: dict[int, int] = {}
+    for position, node in enumerate(computing):
+        for value in node.inputs:
+            if value is not None:
+                last_reader[slot_of(value)] = position
+        for value in node.outputs:
+            slot_of(value)
+    kept = {slot_of(v) for v in graph.outputs} | set(constants) | {s.slot for s in inputs}
+    releases: dict[int, list[int]] = {}
+    for slot, position in last_reader.items():
+        if slot not in kept:
+            releases.setdefault(position, []).append(slot)
+    for position, node in enumerate(computing):  # outputs nobody reads die at once
+        for value in node.outputs:
+            slot = slot_of(value)
+            if slot not in last_reader and slot not in kept:
+                releases.setdefault(position, []).append(slot)
+    steps = [
+        Step(node.name, node.op_type, assignment[id(node)],
+             tuple(-1 if v is None else slot_of(v) for v in node.inputs),
+             tuple(slot_of(v) for v in node.outputs),
+             tuple(sorted(releases.get(position, ()))))
+        for position, node in enumerate(computing)
+    ]
+    outputs = [IOSpec(v.name, v.desc, slot_of(v)) for v in graph.outputs]
+    return Executable(graph, steps, inputs, outputs, constants, len(slots))

@@ -1,0 +1,80 @@
+"""The compiled form of a graph: plain data that a session binds to kernels.
+
+An ``Executable`` holds the graph it was compiled from, the ordered steps (one
+per computing node, each naming its engine and the value slots it reads,
+writes and releases), the constant slots, and the graph's inputs and outputs.
+Kernels are not part of it: a session looks them up by op type and engine
+name when it loads the executable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ge.ir import Graph, TensorDesc
+
+__all__ = ["Step", "IOSpec", "Executable"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One node to run: which engine, which slots in, which out, which to free after."""
+
+    node: str
+    op_type: str
+    engine: str
+    inputs: tuple[int, ...]  # -1 marks an absent optional input
+    outputs: tuple[int, ...]
+    release: tuple[int, ...]  # slots whose last reader is this step
+
+
+@dataclass(frozen=True)
+class IOSpec:
+    """A graph input or output: its name, descriptor and value slot."""
+
+    name: str
+    desc: TensorDesc
+    slot: int
+
+
+@dataclass
+class Executable:
+    """A compiled graph (``ge.compile``'s result), ready for ``ge.Session``."""
+
+    graph: Graph
+    steps: list[Step]
+    inputs: list[IOSpec]
+    outputs: list[IOSpec]
+    constants: dict[int, str]  # slot -> name of the Const node holding its value
+    num_slots: int
+    report: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def input_names(self) -> list[str]:
+        """The feed keys, in graph order."""
+        return [spec.name for spec in self.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        """The keys of ``Session.run``'s result, in graph order."""
+        return [spec.name for spec in self.outputs]
+
+    def engine_histogram(self) -> dict[str, int]:
+        """How many steps each engine runs."""
+        counts: dict[str, int] = {}
+        for step in self.steps:
+            counts[step.engine] = counts.get(step.engine, 0) + 1
+        return counts
+
+    def summary(self) -> str:
+        """A few lines saying what was compiled and how it will run."""
+        lines = [f"executable for graph {self.graph.name!r}: {len(self.steps)} steps, "
+                 f"{len(self.constants)} constants, {self.num_slots} value slots"]
+        for spec in self.inputs:
+            lines.append(f"  input  {spec.name}: {spec.desc}")
+        for spec in self.outputs:
+            lines.append(f"  output {spec.name}: {spec.desc}")
+        engines = ", ".join(f"{k}: {v}" for k, v in sorted(self.engine_histogram().items()))
+        lines.append(f"  engines: {engines or 'none'}")
+        return "\n".join(lines)

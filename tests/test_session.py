@@ -1,0 +1,167 @@
+"""ge.compile and ge.Session: results, feed checks, dynamic shapes, errors, threads."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import ge
+from ge.errors import ExecutionError, GERuntimeError, InputError, UnsupportedOpError
+from ge.ir import TensorDesc
+from ge.ops import create_node
+
+
+def two_input_graph(shape_a=(-1, 4), shape_b=(-1, 4)) -> ge.Graph:
+    graph = ge.Graph("g")
+    a = create_node("Data", [], {"shape": list(shape_a)}, "a", graph)
+    b = create_node("Data", [], {"shape": list(shape_b)}, "b", graph)
+    mul = create_node("Mul", [a, b], {}, "mul", graph)
+    exp = create_node("Exp", [mul], {}, "exp", graph)
+    out = create_node("Add", [exp, a], {}, "out", graph)
+    graph.set_outputs([out, mul])
+    return graph
+
+
+def test_results_are_ordered_and_correct():
+    session = ge.Session(ge.compile(two_input_graph()))
+    a, b = np.random.rand(3, 4).astype(np.float32), np.random.rand(3, 4).astype(np.float32)
+    result = session.run({"a": a, "b": b})
+    assert list(result) == ["out", "mul"]
+    np.testing.assert_allclose(result["out"], np.exp(a * b) + a, rtol=1e-6)
+    np.testing.assert_allclose(result["mul"], a * b, rtol=1e-6)
+
+
+def test_compile_leaves_the_users_graph_alone():
+    graph = two_input_graph()
+    before = graph.to_json()
+    executable = ge.compile(graph)
+    assert graph.to_json() == before
+    assert executable.graph is not graph
+
+
+def test_dynamic_dimension_accepts_any_size():
+    session = ge.Session(ge.compile(two_input_graph()))
+    for rows in (1, 5, 17):
+        a = np.ones((rows, 4), np.float32)
+        assert session.run({"a": a, "b": a})["out"].shape == (rows, 4)
+
+
+def test_named_dimensions_must_agree_across_inputs():
+    session = ge.Session(ge.compile(two_input_graph(("n", 4), ("n", 4))))
+    with pytest.raises(InputError, match="'n'"):
+        session.run({"a": np.ones((2, 4), np.float32), "b": np.ones((3, 4), np.float32)})
+
+
+@pytest.mark.parametrize("feed, message", [
+    ({"a": np.ones((2, 4), np.float32)}, "missing input 'b'"),
+    ({"a": np.ones((2, 4), np.float32), "b": np.ones((2, 4), np.float32), "c": 1},
+     "unknown input 'c'"),
+    ({"a": np.ones((2, 4), np.float64), "b": np.ones((2, 4), np.float32)},
+     "input 'a' has dtype float64; expected float32"),
+    ({"a": np.ones((2, 5), np.float32), "b": np.ones((2, 5), np.float32)},
+     "input 'a' has shape \\[2, 5\\]; expected \\[\\?,4\\]"),
+    ({"a": np.ones((2, 4, 1), np.float32), "b": np.ones((2, 4), np.float32)}, "rank 2"),
+    ({"a": [["x"] * 4], "b": np.ones((1, 4), np.float32)}, "cannot be read as float32"),
+])
+def test_bad_feeds_name_the_input(feed, message):
+    session = ge.Session(ge.compile(two_input_graph()))
+    with pytest.raises(InputError, match=message):
+        session.run(feed)
+
+
+def test_a_feed_must_be_a_mapping():
+    with pytest.raises(InputError, match="dict"):
+        ge.Session(ge.compile(two_input_graph())).run([np.ones((1, 4))])
+
+
+def test_lists_are_accepted_as_feeds():
+    out = ge.Session(ge.compile(two_input_graph())).run({"a": [[0, 0, 0, 0]], "b": [[1, 2, 3, 4]]})
+    np.testing.assert_array_equal(out["out"], np.ones((1, 4), np.float32))
+
+
+def test_a_failing_kernel_becomes_an_execution_error_naming_the_node():
+    graph = ge.Graph("g")
+    x = create_node("Data", [], {"shape": [-1], "dtype": ge.DataType.DT_INT64}, "x", graph)
+    zero = create_node("Const", [], {"value": ge.Tensor(np.zeros(1, np.int64))}, "zero", graph)
+    div = create_node("Div", [x, zero], {}, "divide", graph)
+    graph.set_outputs([div])
+    with pytest.raises(ExecutionError, match="Div node 'divide'.*division by zero"):
+        ge.Session(ge.compile(graph)).run({"x": np.ones(3, np.int64)})
+
+
+def test_unsupported_ops_are_listed_all_at_once():
+    graph = two_input_graph()
+    graph.add_node("Frobnicate", [graph.node("out")], {}, [TensorDesc((-1, 4))], "f1")
+    graph.add_node("Twiddle", [graph.node("out")], {}, [TensorDesc((-1, 4))], "f2")
+    with pytest.raises(UnsupportedOpError, match="Frobnicate, Twiddle"):
+        ge.compile(graph)
+
+
+def test_outputs_never_alias_feeds_or_constants():
+    graph = ge.Graph("g")
+    x = create_node("Data", [], {"shape": [3]}, "x", graph)
+    c = create_node("Const", [], {"value": ge.Tensor(np.ones(3, np.float32))}, "c", graph)
+    graph.set_outputs([create_node("Identity", [x], {}, "same", graph), c])
+    session = ge.Session(ge.compile(graph))
+    feed = np.zeros(3, np.float32)
+    result = session.run({"x": feed})
+    result["same"][0] = 7
+    result["c"][0] = 7
+    assert feed[0] == 0
+    assert session.run({"x": feed})["c"][0] == 1
+
+
+def test_release_plan_frees_each_intermediate_after_its_last_reader():
+    executable = ge.compile(two_input_graph())
+    kept = {spec.slot for spec in executable.outputs + executable.inputs}
+    released: dict[int, int] = {}
+    for position, step in enumerate(executable.steps):
+        for slot in step.release:
+            assert slot not in released, "released twice"
+            released[slot] = position
+    for position, step in enumerate(executable.steps):
+        for slot in step.inputs:
+            if slot in released:
+                assert released[slot] >= position
+    produced = {slot for step in executable.steps for slot in step.outputs}
+    assert produced - kept == set(released) - kept
+    assert not kept & set(released)
+
+
+def test_one_session_serves_many_threads():
+    session = ge.Session(ge.compile(two_input_graph()))
+    errors: list[BaseException] = []
+
+    def work(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        try:
+            for _ in range(30):
+                a = rng.random((seed + 1, 4), dtype=np.float32)
+                b = rng.random((seed + 1, 4), dtype=np.float32)
+                np.testing.assert_allclose(session.run({"a": a, "b": b})["mul"], a * b)
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+
+
+def test_finalized_session_refuses_to_run():
+    session = ge.Session(ge.compile(two_input_graph()))
+    session.finalize()
+    with pytest.raises(GERuntimeError, match="finalized"):
+        session.run({"a": np.ones((1, 4), np.float32), "b": np.ones((1, 4), np.float32)})
+
+
+def test_session_describes_its_inputs_and_outputs():
+    session = ge.Session(ge.compile(two_input_graph()))
+    assert [name for name, _ in session.get_inputs()] == ["a", "b"]
+    assert session.get_outputs()[0] == ("out", TensorDesc((-1, 4)))
+    with pytest.raises(GERuntimeError, match="ge.compile"):
+        ge.Session(two_input_graph())
