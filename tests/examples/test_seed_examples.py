@@ -1,0 +1,120 @@
+"""The seed's programs (examples/) run and give the numbers of independent references."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ge
+from tests.tolerance import assert_close
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def load_example(name: str):
+    """Import examples/<name>.py as a module (examples/ on the path for their own imports)."""
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    return module
+
+
+def quietly(function, *args):
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        result = function(*args)
+    return result, printed.getvalue()
+
+
+def test_section_4_1_simple_graph():
+    module = load_example("seed_4_1_simple_graph")
+    graph, printed = quietly(module.build_simple_graph)
+    assert "Number of operators: 6" in printed
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((1024, 1024), dtype=np.float32)
+    b = rng.standard_normal((1024, 1024), dtype=np.float32)
+    outputs = ge.Session(ge.compile(graph)).run({"a": a, "b": b})
+    assert list(outputs) == ["relu"]
+    assert_close(outputs["relu"], np.maximum(a * b + np.ones((1024, 1024), np.float32), 0))
+
+
+def const_input(graph: ge.Graph, node_name: str, index: int) -> torch.Tensor:
+    """The constant feeding input ``index`` of node ``node_name``, as a torch tensor."""
+    producer = graph.node(node_name).inputs[index].producer
+    assert producer.op_type == "Const"
+    return torch.from_numpy(np.array(producer.attrs["value"].numpy()))
+
+
+def cnn_with_torch(graph: ge.Graph, images: np.ndarray) -> np.ndarray:
+    """Section 4.2's network written independently with torch.nn.functional (NCHW inside)."""
+    x = torch.from_numpy(images).permute(0, 3, 1, 2)
+    for layer in ("conv1", "conv2", "conv3"):
+        weight = const_input(graph, layer, 1).permute(3, 2, 0, 1)  # HWIO -> OIHW
+        x = F.relu(F.conv2d(x, weight, padding=1))  # SAME for a 3x3 stride-1 kernel
+        x = F.max_pool2d(x, 2, 2)  # SAME on even sizes needs no padding
+    x = x.permute(0, 2, 3, 1).reshape(x.shape[0], -1)  # flatten in NHWC order
+    x = F.relu(x @ const_input(graph, "fc1_matmul", 1) + const_input(graph, "fc1_biasadd", 1))
+    x = x @ const_input(graph, "fc2_matmul", 1) + const_input(graph, "fc2_biasadd", 1)
+    return F.softmax(x, dim=-1).numpy()
+
+
+@pytest.fixture(scope="module")
+def cnn_graph() -> ge.Graph:
+    module = load_example("seed_4_2_cnn")
+    np.random.seed(42)
+    graph, printed = quietly(module.build_cnn_model)
+    assert "Number of layers: 8" in printed
+    return graph
+
+
+def test_section_4_2_cnn_shapes(cnn_graph):
+    assert cnn_graph.validate()
+    shapes = {name: cnn_graph.node(name).shape for name in
+              ("conv1", "pool1", "pool3", "fc1_flatten", "fc1_relu", "fc2_softmax")}
+    assert shapes == {"conv1": (-1, 32, 32, 32), "pool1": (-1, 16, 16, 32),
+                      "pool3": (-1, 4, 4, 128), "fc1_flatten": (-1, 2048),
+                      "fc1_relu": (-1, 256), "fc2_softmax": (-1, 10)}
+    assert len(cnn_graph.get_ops()) == 25  # 24 ops and Reshape's shape Const
+
+
+@pytest.mark.parametrize("batch", [1, 5])
+def test_section_4_2_cnn_matches_torch(cnn_graph, batch):
+    images = np.random.default_rng(batch).standard_normal((batch, 32, 32, 3), dtype=np.float32)
+    outputs = ge.Session(ge.compile(cnn_graph)).run({"input": images})
+    assert list(outputs) == ["fc2_softmax"]
+    assert_close(outputs["fc2_softmax"], cnn_with_torch(cnn_graph, images), accumulate=True)
+
+
+def test_section_6_1_executor_through_device_buffers(cnn_graph):
+    from ge.runtime import device as devices
+
+    module = load_example("seed_6_1_sync_execution")
+    images = np.random.default_rng(7).standard_normal((3, 32, 32, 3))  # float64, as a user might
+    live_before = len(devices.get_device(0).live())
+    outputs, printed = quietly(module.execute_graph_simple, cnn_graph, images)
+    assert "Outputs: ['fc2_softmax']" in printed
+    flat = outputs["fc2_softmax"]
+    assert flat.dtype == np.float32 and flat.shape == (30,)  # flat, as the article reads it
+    expected = cnn_with_torch(cnn_graph, images.astype(np.float32))
+    assert_close(flat.reshape(3, 10), expected, accumulate=True)
+    assert len(devices.get_device(0).live()) == live_before  # every buffer was freed
+
+
+def test_demo_runs_and_prints_timings():
+    completed = subprocess.run([sys.executable, str(EXAMPLES / "demo.py")], capture_output=True,
+                               text=True, timeout=300, check=True)
+    assert completed.stdout.count("time per run:") == 2
+    assert "output fc2_softmax: shape [8, 10]" in completed.stdout
+    assert "output relu: shape [1024, 1024]" in completed.stdout
