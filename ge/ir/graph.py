@@ -133,7 +133,7 @@ class Node:
 
     def __init__(self, op_type: str, inputs: Sequence[Optional[Value]], attrs: dict[str, Any],
                  outputs: Sequence[TensorDesc], name: Optional[str] = None) -> None:
-        self.name: Optional[str] = name
+        self.name: str = name or ""  # empty until a graph names it
         self.op_type = op_type
         self.attrs: dict[str, Any] = dict(attrs)
         self._inputs: list[Optional[Value]] = list(inputs)
@@ -255,7 +255,7 @@ class Graph:
         return self.add_op(Node(op_type, values, attrs or {}, outputs, name))
 
     def _attach(self, node: Node) -> None:
-        if node.name is None:
+        if not node.name:
             node.name = self.unique_name(node.op_type.lower())
         elif node.name in self._names:
             raise GraphError(f"graph {self.name!r} already has a node named {node.name!r}")

@@ -6,14 +6,31 @@ installs the registry's node check into ``Graph.validate``.
 
 from ge.ir import set_node_checker
 from ge.ops import core, elementwise, matmul, nn, reduce, tensor_ops  # noqa: F401 - registers
-from ge.ops.registry import (REQUIRED, Attr, AttrType, Cost, InferenceContext, Input, OpSchema,
-                             Trait, all_op_types, check_node, create_node, get_schema, has_op,
-                             infer_outputs, node_cost, normalize_attrs, register_op)
+from ge.ops.interpreter import evaluate
+from ge.ops.registry import (
+                             REQUIRED,
+                             Attr,
+                             AttrType,
+                             Cost,
+                             InferenceContext,
+                             Input,
+                             OpSchema,
+                             Trait,
+                             all_op_types,
+                             check_node,
+                             create_node,
+                             get_schema,
+                             has_op,
+                             infer_outputs,
+                             node_cost,
+                             normalize_attrs,
+                             register_op,
+)
 
 set_node_checker(check_node)
 
 __all__ = [
     "REQUIRED", "Attr", "AttrType", "Cost", "InferenceContext", "Input", "OpSchema", "Trait",
-    "all_op_types", "check_node", "create_node", "get_schema", "has_op", "infer_outputs",
-    "node_cost", "normalize_attrs", "register_op",
+    "all_op_types", "check_node", "create_node", "evaluate", "get_schema", "has_op",
+    "infer_outputs", "node_cost", "normalize_attrs", "register_op",
 ]

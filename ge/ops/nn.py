@@ -158,11 +158,12 @@ def _window_or_fail(ctx: InferenceContext, ceil_mode: bool = False) -> Window:
 
 def _output_dim(ctx: InferenceContext, window: Window, axis: int, size: Dim, kernel: Dim) -> Dim:
     """The inferred output length of one spatial axis; unknown stays unknown."""
+    known = isinstance(size, int) and size >= 0
     if window.padding == "SAME":
-        if is_static_dim(size):
+        if isinstance(size, int) and known:
             return -(-size // window.strides[axis])
         return size if window.strides[axis] == 1 else -1
-    if not (is_static_dim(size) and is_static_dim(kernel)):
+    if not (isinstance(size, int) and known and isinstance(kernel, int) and kernel >= 0):
         return -1
     try:
         return plan_axis(window, axis, size, kernel).output
@@ -281,10 +282,10 @@ def _infer_conv2d(ctx: InferenceContext) -> Sequence[TensorDesc]:
     ctx.require_rank(0, 4)
     ctx.require_rank(1, 4)
     layout = ctx.attr("data_format")
+    window = _window_or_fail(ctx)
     n, channels, height, width = _spatial(ctx.shape(0), layout)
     kh, kw, per_group, cout = _hwio_dims(ctx.shape(1), _filter_format(ctx.attrs))
     cout = _check_conv_channels(ctx, channels, per_group, cout)
-    window = _window_or_fail(ctx)
     out_h = _output_dim(ctx, window, 0, height, kh)
     out_w = _output_dim(ctx, window, 1, width, kw)
     return [TensorDesc(_layout_shape(n, cout, out_h, out_w, layout), dtype, layout)]
@@ -312,11 +313,10 @@ def _grouped_product(windows: np.ndarray, hwio: np.ndarray, groups: int) -> np.n
             for j in range(kw):
                 result += windows[:, :, :, i, j, :, None] * taps[i, j]
         return result.reshape(n, out_h, out_w, groups * per_out)
-    split = windows.reshape(n, out_h, out_w, kh, kw, groups, per_group)
-    columns = split.transpose(5, 0, 1, 2, 3, 4, 6).reshape(groups, -1, kh * kw * per_group)
-    weights = hwio.reshape(kh, kw, per_group, groups, per_out).transpose(3, 0, 1, 2, 4)
-    product = np.matmul(columns, weights.reshape(groups, kh * kw * per_group, per_out))
-    return product.transpose(1, 0, 2).reshape(n, out_h, out_w, groups * per_out)
+    weights = hwio.reshape(kh, kw, per_group, groups, per_out)
+    parts = [np.tensordot(windows[..., g * per_group:(g + 1) * per_group], weights[:, :, :, g],
+                          axes=([3, 4, 5], [0, 1, 2])) for g in range(groups)]  # BLAS per group
+    return np.concatenate(parts, axis=-1)
 
 
 @register_op(
@@ -521,15 +521,18 @@ def fused_batch_norm_kernel(x: np.ndarray, scale: np.ndarray, offset: np.ndarray
 
 # -- LayerNormalization -----------------------------------------------------------------
 
+def _axis_or_fail(ctx: InferenceContext, rank: int) -> int:
+    try:
+        return normalize_axis(ctx.attr("axis"), rank)
+    except ValueError as error:
+        raise AttrError(f"{ctx.schema.op_type} node {ctx.node_name!r}: {error}") from None
+
+
 def _infer_layer_norm(ctx: InferenceContext) -> Sequence[TensorDesc]:
     ctx.require_dtypes(0, FLOATS)
     dtype = ctx.require_same_dtype(0, 1, 2)
     x = ctx.input(0)
-    try:
-        axis = normalize_axis(ctx.attr("axis"), x.rank)
-    except ValueError as error:
-        raise AttrError(f"{ctx.schema.op_type} node {ctx.node_name!r}: {error}") from None
-    normalized = x.shape[axis:]
+    normalized = x.shape[_axis_or_fail(ctx, x.rank):]
     for index in (1, 2):
         if not ctx.has_input(index):
             continue
@@ -570,12 +573,8 @@ def layer_normalization_kernel(x: np.ndarray, scale: np.ndarray,
 
 def _infer_softmax(ctx: InferenceContext) -> Sequence[TensorDesc]:
     ctx.require_dtypes(0, FLOATS)
-    x = ctx.input(0)
-    try:
-        normalize_axis(ctx.attr("axis"), x.rank)
-    except ValueError as error:
-        raise AttrError(f"{ctx.schema.op_type} node {ctx.node_name!r}: {error}") from None
-    return [x]
+    _axis_or_fail(ctx, ctx.input(0).rank)
+    return [ctx.input(0)]
 
 
 def _shifted(x: np.ndarray, axis: int) -> np.ndarray:

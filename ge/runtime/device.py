@@ -270,19 +270,22 @@ def _resolve(device_id: Any, kind: str | None) -> tuple[str, int]:
 def get_device(device_id: int | None = None, kind: str | None = None) -> Device:
     """The device with this id (default: the current device), created on first use."""
     with _lock:
-        key = _resolve(device_id, kind)
-        device = _devices.get(key)
-        if device is None:
-            device = _kinds[key[0]].factory(key[1])
-            _devices[key] = device
-        return device
+        return _instance(_resolve(device_id, kind))
+
+
+def _instance(key: tuple[str, int]) -> Device:
+    device = _devices.get(key)
+    if device is None:
+        device = _kinds[key[0]].factory(key[1])
+        _devices[key] = device
+    return device
 
 
 def set_device(device_id: int, kind: str | None = None) -> Device:
     """Make a device the current one (for every thread) and return it."""
     global _current
     with _lock:
-        device = get_device(device_id, kind)
+        device = _instance(_key(device_id, kind))
         _current = (device.kind, device.device_id)
         return device
 

@@ -293,8 +293,8 @@ class DeviceHeap:
         """Whether ``ptr`` lies in this heap's address window (live or not)."""
         return self.window_start <= ptr < self.window_end
 
-    def owns(self, ptr: int) -> bool:
-        """Whether ``ptr`` points into a live block of this heap."""
+    def is_live(self, ptr: int) -> bool:
+        """Whether ``ptr`` points into (or is the start of) a live block of this heap."""
         with self._lock:
             return self._locate(ptr) is not None
 

@@ -1,0 +1,122 @@
+"""The ``ge`` command.
+
+    ge ops [--doc]            list the registry's ops
+    ge info GRAPH.json        inputs, outputs, op histogram, parameters, estimated FLOPs
+    ge run GRAPH.json         run on random inputs (or --inputs FILE.npz) and summarise outputs
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+import ge
+from ge.errors import GEError
+from ge.ir import Graph
+from ge.ops import all_op_types, get_schema, node_cost
+
+
+def load_graph(path: str) -> Graph:
+    """Read a graph file (GE's JSON form)."""
+    file = Path(path)
+    if file.suffix != ".json":
+        raise ge.errors.ModelFormatError(f"{path}: only GE graph JSON files (.json) are read")
+    return Graph.from_json(file.read_bytes())
+
+
+def graph_info(graph: Graph) -> str:
+    """The text ``ge info`` prints for a graph."""
+    lines = [f"graph {graph.name}: {len(graph)} nodes"]
+    lines += [f"  input  {v.name}: {v.desc}" for v in graph.inputs]
+    lines += [f"  output {v.name}: {v.desc}" for v in graph.outputs]
+    histogram = Counter(node.op_type for node in graph.nodes)
+    lines.append("  ops: " + ", ".join(f"{op} x{n}" for op, n in histogram.most_common()))
+    constants = [n.attrs["value"] for n in graph.nodes if n.op_type == "Const"]
+    count = sum(int(t.numpy().size) for t in constants)
+    size = sum(t.nbytes for t in constants)
+    lines.append(f"  parameters: {count:,} values, {size:,} bytes")
+    flops = sum(node_cost(n).flops for n in graph.nodes if n.op_type not in ("Data", "Const"))
+    lines.append(f"  estimated FLOPs per run (unknown dims as 1): {flops:,}")
+    return "\n".join(lines)
+
+
+def random_feeds(graph: Graph, batch: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random inputs for every graph input; unknown dimensions take ``batch``."""
+    rng = np.random.default_rng(seed)
+    feeds: dict[str, np.ndarray] = {}
+    for value in graph.inputs:
+        shape = [d if isinstance(d, int) and d >= 0 else batch for d in value.shape]
+        dtype = value.dtype.np_dtype
+        if dtype.kind == "f":
+            feeds[value.producer.name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype.kind == "b":
+            feeds[value.producer.name] = rng.random(shape) < 0.5
+        else:
+            feeds[value.producer.name] = rng.integers(0, 10, shape).astype(dtype)
+    return feeds
+
+
+def _cmd_ops(args: argparse.Namespace) -> None:
+    for op_type in all_op_types():
+        schema = get_schema(op_type)
+        if args.doc:
+            inputs = ", ".join(s.name + ("?" if s.optional else "") + ("..." if s.variadic else "")
+                               for s in schema.inputs)
+            print(f"{op_type}({inputs}): {schema.doc.splitlines()[0] if schema.doc else ''}")
+        else:
+            print(op_type)
+    print(f"{len(all_op_types())} ops", file=sys.stderr)
+
+
+def _cmd_info(args: argparse.Namespace) -> None:
+    print(graph_info(load_graph(args.model)))
+
+
+def _cmd_run(args: argparse.Namespace) -> None:
+    graph = load_graph(args.model)
+    if args.inputs:
+        with np.load(args.inputs, allow_pickle=False) as archive:
+            feeds = {name: archive[name] for name in archive.files}
+    else:
+        feeds = random_feeds(graph, args.batch)
+    outputs = ge.Session(ge.compile(graph)).run(feeds)
+    for name, array in outputs.items():
+        summary = f"{name}: {array.dtype}{list(array.shape)}"
+        if array.size and array.dtype.kind in "fiu":
+            summary += (f" min {array.min():.6g} max {array.max():.6g} "
+                        f"mean {array.astype(np.float64).mean():.6g}")
+        print(summary)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of the ``ge`` command."""
+    parser = argparse.ArgumentParser(prog="ge", description="GE graph engine")
+    commands = parser.add_subparsers(dest="command", required=True)
+    ops = commands.add_parser("ops", help="list the registry's ops")
+    ops.add_argument("--doc", action="store_true", help="show inputs and a line of doc")
+    ops.set_defaults(handler=_cmd_ops)
+    info = commands.add_parser("info", help="describe a graph")
+    info.add_argument("model")
+    info.set_defaults(handler=_cmd_info)
+    run = commands.add_parser("run", help="run a graph on random or given inputs")
+    run.add_argument("model")
+    run.add_argument("--inputs", help=".npz file of inputs")
+    run.add_argument("--batch", type=int, default=1, help="size of unknown dimensions")
+    run.set_defaults(handler=_cmd_run)
+    args = parser.parse_args(argv)
+    try:
+        args.handler(args)
+    except (GEError, OSError) as error:
+        print(f"ge {args.command}: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
