@@ -23,7 +23,7 @@ demo: $(VENV)/.demo-installed
 	$(BIN)/python examples/demo.py
 
 lint: $(VENV)/.test-installed
-	$(BIN)/ruff check ge tests examples bench acl.py
+	$(BIN)/ruff check .
 
 test: $(VENV)/.test-installed lint
 	$(BIN)/python -m pytest -n 2 -q

@@ -16,9 +16,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import ge  # noqa: E402
 from seed_4_1_simple_graph import build_simple_graph  # noqa: E402
 from seed_4_2_cnn import build_cnn_model  # noqa: E402
+
+import ge  # noqa: E402
 
 
 def time_per_run(session: ge.Session, feed: dict[str, np.ndarray], repeats: int = 10) -> float:

@@ -66,7 +66,7 @@ def matmul_shape(ctx: InferenceContext, a: Shape, b: Shape) -> tuple[Shape, Dim]
 
 
 def _static_or_one(dim: Dim) -> int:
-    return dim if is_static_dim(dim) else 1
+    return dim if isinstance(dim, int) and is_static_dim(dim) else 1
 
 
 def _bytes(descs: Sequence[Optional[TensorDesc]]) -> int:

@@ -113,7 +113,7 @@ def _mean(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
     total = np.sum(x, axis=axes, keepdims=keepdims, dtype=accumulator)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = total / accumulator.type(count)  # an empty reduction gives NaN
-    return np.trunc(mean) if x.dtype.kind in "iu" else mean
+    return np.asarray(np.trunc(mean) if x.dtype.kind in "iu" else mean)
 
 
 def _prod(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -41,12 +41,15 @@ def _index_vector(ctx: InferenceContext, index: int) -> Optional[list[int]]:
     return ctx.const_ints(index)
 
 
+def _static(dim: Dim) -> Optional[int]:
+    """A dimension as an int when it is known, else None."""
+    return dim if isinstance(dim, int) and dim >= 0 else None
+
+
 def _vector_length(ctx: InferenceContext, index: int) -> Optional[int]:
     """The number of elements of a present rank <= 1 input, when known."""
     shape = ctx.shape(index)
-    if not shape:
-        return 1
-    return shape[0] if is_static_dim(shape[0]) else None
+    return _static(shape[0]) if shape else 1
 
 
 def _known_length(ctx: InferenceContext, index: int, what: str) -> int:
@@ -101,43 +104,39 @@ def _merge_dim(a: Dim, b: Dim) -> Optional[Dim]:
 
 # -- Reshape ----------------------------------------------------------------------------
 
-def _reshape_dims(ctx: InferenceContext, source: Sequence[Dim], spec: list[int],
-                  allowzero: int) -> list[Dim]:
+def _reshape_dims(source: Sequence[Dim], spec: list[int], allowzero: int) -> list[Dim]:
+    """The dimensions ``spec`` gives ``source``; ValueError when they cannot fit.
+
+    Dimensions copied by a 0 cancel out; the -1 is what the remaining input
+    dimensions leave over, so an unknown input dimension passes through when
+    the rest of the sizes match (``[N, 4, 8]`` by ``[-1, 32]`` gives ``[N, 32]``).
+    """
     if spec.count(-1) > 1:
-        raise ctx.fail(f"shape {spec} has more than one -1")
+        raise ValueError(f"shape {spec} has more than one -1")
     if any(v < -1 for v in spec):
-        raise ctx.fail(f"shape {spec} has a negative size other than -1")
+        raise ValueError(f"shape {spec} has a negative size other than -1")
     if allowzero and 0 in spec and -1 in spec:
-        raise ctx.fail(f"shape {spec} has both 0 and -1 with allowzero=1")
-    dims: list[Dim] = []
-    copied: set[int] = set()
-    for position, value in enumerate(spec):
-        if value == 0 and not allowzero:
-            if position >= len(source):
-                raise ctx.fail(f"shape[{position}] is 0 (copy the input dimension) but the "
-                               f"input {list(source)} has rank {len(source)}")
-            dims.append(source[position])
-            copied.add(position)
-        else:
-            dims.append(value)
-    # Copied dimensions cancel out; compare what remains on each side.
+        raise ValueError(f"shape {spec} has both 0 and -1 with allowzero=1")
+    copied = {i for i, v in enumerate(spec) if v == 0 and not allowzero}
+    if any(i >= len(source) for i in copied):
+        raise ValueError(f"shape {spec} copies (0) a dimension the input {list(source)} lacks; "
+                         f"it has rank {len(source)}")
+    dims: list[Dim] = [source[i] if i in copied else v for i, v in enumerate(spec)]
     rest_in = [d for i, d in enumerate(source) if i not in copied]
     unknown_in = [d for d in rest_in if not is_static_dim(d)]
-    size_in = math.prod(d for d in rest_in if is_static_dim(d))
-    size_out = math.prod(v for i, v in enumerate(dims) if i not in copied and v != -1)
+    size_in = math.prod(int(d) for d in rest_in if is_static_dim(d))
+    size_out = math.prod(v for i, v in enumerate(spec) if i not in copied and v != -1)
+    mismatch = f"cannot reshape {list(source)} to {spec}: {size_in} elements do not fit"
     if -1 not in spec:
         if not unknown_in and size_in != size_out:
-            raise ctx.fail(f"cannot reshape {list(source)} ({size_in} elements) to {spec}")
-        return dims
-    where = spec.index(-1)
-    if unknown_in:
+            raise ValueError(f"{mismatch} {size_out}")
+    elif unknown_in:
         same = len(unknown_in) == 1 and size_in == size_out and size_out > 0
-        dims[where] = unknown_in[0] if same else -1
+        dims[spec.index(-1)] = unknown_in[0] if same else -1
     elif size_out == 0 or size_in % size_out:
-        raise ctx.fail(f"cannot reshape {list(source)} ({size_in} elements) to {spec}: "
-                       f"the -1 cannot be inferred")
+        raise ValueError(f"{mismatch} a multiple of {size_out}, so the -1 cannot be inferred")
     else:
-        dims[where] = size_in // size_out
+        dims[spec.index(-1)] = size_in // size_out
     return dims
 
 
@@ -145,9 +144,11 @@ def _infer_reshape(ctx: InferenceContext) -> Sequence[TensorDesc]:
     source = ctx.input(0)
     spec = _index_vector(ctx, 1)
     if spec is None:
-        dims: list[Dim] = [-1] * _known_length(ctx, 1, "output rank")
-    else:
-        dims = _reshape_dims(ctx, source.shape, spec, ctx.attr("allowzero"))
+        return [TensorDesc((-1,) * _known_length(ctx, 1, "output rank"), source.dtype)]
+    try:
+        dims = _reshape_dims(source.shape, spec, ctx.attr("allowzero"))
+    except ValueError as error:
+        raise ctx.fail(str(error)) from None
     return [TensorDesc(tuple(dims), source.dtype)]
 
 
@@ -158,11 +159,7 @@ def _infer_reshape(ctx: InferenceContext) -> Sequence[TensorDesc]:
 def reshape_kernel(tensor: np.ndarray, shape: np.ndarray, *, allowzero: int) -> np.ndarray:
     """y = tensor with dimensions ``shape``: -1 is inferred, 0 copies the input dimension."""
     spec = [int(v) for v in shape.reshape(-1)]
-    if not allowzero:
-        if any(v == 0 and i >= tensor.ndim for i, v in enumerate(spec)):
-            raise ValueError(f"shape {spec} copies a dimension the input {tensor.shape} lacks")
-        spec = [tensor.shape[i] if v == 0 else v for i, v in enumerate(spec)]
-    return tensor.reshape(spec)
+    return tensor.reshape([int(d) for d in _reshape_dims(tensor.shape, spec, allowzero)])
 
 
 # -- Transpose, Concat, Split -----------------------------------------------------------
@@ -218,7 +215,8 @@ def _sum_dims(dims: Sequence[Dim]) -> Dim:
     """Sum of dimensions; unknown if any is unknown (a lone dimension is kept)."""
     if len(dims) == 1:
         return dims[0]
-    return sum(dims) if all(is_static_dim(d) for d in dims) else -1  # type: ignore[arg-type]
+    sizes = [_static(d) for d in dims]
+    return sum(n for n in sizes if n is not None) if None not in sizes else -1
 
 
 @register_op("Concat", inputs=[Input("x", variadic=True)],
@@ -247,8 +245,8 @@ def _split_plan(ctx: InferenceContext) -> tuple[int, Optional[list[int]]]:
                               f"input and the 'num_outputs' attribute")
     if parts is not None:
         shape = ctx.shape(0)
-        dim = shape[_axis(ctx, ctx.attr("axis"), len(shape))]
-        if not is_static_dim(dim):
+        dim = _static(shape[_axis(ctx, ctx.attr("axis"), len(shape))])
+        if dim is None:
             return parts, None
         try:
             return parts, _chunk_sizes(dim, parts)
@@ -257,8 +255,8 @@ def _split_plan(ctx: InferenceContext) -> tuple[int, Optional[list[int]]]:
     sizes = _index_vector(ctx, 1)
     if sizes is None:
         return _known_length(ctx, 1, "number of outputs"), None
-    if any(v < 0 for v in sizes):
-        raise ctx.fail(f"split sizes {sizes} must be >= 0")
+    if not sizes or any(v < 0 for v in sizes):
+        raise ctx.fail(f"split sizes {sizes} must be one or more values >= 0")
     return len(sizes), sizes
 
 
@@ -321,8 +319,9 @@ def _slice_bounds(dim: int, start: int, end: int, step: int) -> tuple[int, int, 
 
 
 def _slice_dim(dim: Dim, start: int, end: int, step: int) -> Dim:
-    if is_static_dim(dim):
-        return _slice_bounds(dim, start, end, step)[2]  # type: ignore[arg-type]
+    size = _static(dim)
+    if size is not None:
+        return _slice_bounds(size, start, end, step)[2]
     whole_forward = step == 1 and (start == 0 or start <= -_UNBOUNDED) and end >= _UNBOUNDED
     whole_backward = step == -1 and (start == -1 or start >= _UNBOUNDED) and end <= -_UNBOUNDED
     return dim if whole_forward or whole_backward else -1
@@ -330,7 +329,8 @@ def _slice_dim(dim: Dim, start: int, end: int, step: int) -> Dim:
 
 def _slice_length(ctx: InferenceContext) -> Optional[int]:
     """The common length of starts/ends/axes/steps, where known; fail if they differ."""
-    lengths = {_vector_length(ctx, i) for i in range(1, 5) if ctx.has_input(i)} - {None}
+    lengths = {n for n in (_vector_length(ctx, i) for i in range(1, 5) if ctx.has_input(i))
+               if n is not None}
     if len(lengths) > 1:
         raise ctx.fail(f"starts, ends, axes and steps must have one length, got {sorted(lengths)}")
     return lengths.pop() if lengths else None
@@ -382,9 +382,9 @@ def _infer_gather(ctx: InferenceContext) -> Sequence[TensorDesc]:
     ctx.require_dtypes(1, INDEX_TYPES, "indices must be")
     axis = _axis(ctx, ctx.attr("axis"), len(shape))
     indices = ctx.const(1)
-    dim = shape[axis]
-    if indices is not None and indices.size and is_static_dim(dim):
-        bad = indices[(indices < -dim) | (indices >= dim)]  # type: ignore[operator]
+    dim = _static(shape[axis])
+    if indices is not None and indices.size and dim is not None:
+        bad = indices[(indices < -dim) | (indices >= dim)]
         if bad.size:
             raise ctx.fail(f"index {int(bad[0])} is out of range for dimension {axis} "
                            f"of {list(shape)} (size {dim})")
@@ -501,18 +501,19 @@ def expand_kernel(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
 
 def _pad_dim(dim: Dim, begin: int, end: int, mode: str) -> Dim:
     """The padded size of one dimension; ValueError when ``mode`` cannot pad it."""
-    if not is_static_dim(dim):
+    size = _static(dim)
+    if size is None:
         return dim if begin == end == 0 else -1
-    kept = dim + min(begin, 0) + min(end, 0)  # negative pads crop first
+    kept = size + min(begin, 0) + min(end, 0)  # negative pads crop first
     if kept < 0:
         raise ValueError(f"pads ({begin}, {end}) crop more than the dimension's {dim}")
     grow = max(begin, 0), max(end, 0)
-    if mode == "reflect" and max(grow) > kept - 1:
+    if mode == "reflect" and 0 < max(grow) >= kept:
         raise ValueError(f"reflect padding of ({begin}, {end}) needs a dimension larger than "
                          f"{max(grow)}; it is {kept}")
     if mode in ("edge", "wrap") and kept == 0 and max(grow) > 0:
         raise ValueError(f"{mode} padding of an empty dimension")
-    return dim + begin + end  # type: ignore[operator]
+    return size + begin + end
 
 
 def _infer_pad(ctx: InferenceContext) -> Sequence[TensorDesc]:
@@ -566,6 +567,7 @@ def pad_kernel(x: np.ndarray, pads: np.ndarray, constant_value: Optional[np.ndar
         widths[axis] = (max(begin, 0), max(end, 0))
     x = x[tuple(crop)]
     if mode != "constant":
-        return np.pad(x, widths, mode=mode)
+        numpy_mode: Any = mode
+        return np.pad(x, widths, mode=numpy_mode)
     fill = x.dtype.type(0) if constant_value is None else constant_value.reshape(-1)[0]
     return np.pad(x, widths, mode="constant", constant_values=fill)
