@@ -24,6 +24,7 @@ demo: $(VENV)/.demo-installed
 
 lint: $(VENV)/.test-installed
 	$(BIN)/ruff check .
+	$(BIN)/mypy ge
 
 test: $(VENV)/.test-installed lint
 	$(BIN)/python -m pytest -n 2 -q

@@ -205,13 +205,13 @@ def _shape_from_bytes(spec: IOSpec, nbytes: int) -> tuple[int, ...]:
         if nbytes != row:
             raise InputError(f"input {spec.name!r} {spec.desc} needs {row} bytes; the device "
                              f"buffer holds {nbytes}")
-        return tuple(int(d) for d in spec.desc.shape)  # type: ignore[arg-type]
+        return tuple(int(d) for d in spec.desc.shape)
     if row == 0 or nbytes % row:
         raise InputError(f"input {spec.name!r}: {nbytes} bytes is not a whole number of "
                          f"{row}-byte items of {spec.desc}")
     shape = [d for d in spec.desc.shape]
     shape[unknown[0]] = nbytes // row
-    return tuple(int(d) for d in shape)  # type: ignore[arg-type]
+    return tuple(int(d) for d in shape)
 
 
 def _to_device(results: dict[str, np.ndarray]) -> dict[str, tuple[int, int]]:

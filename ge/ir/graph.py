@@ -26,10 +26,10 @@ __all__ = ["Usage", "Value", "Node", "Graph", "ValueLike", "as_value", "set_node
 
 
 class Usage(NamedTuple):
-    """One use of a value: ``node.inputs[index]`` is the value."""
+    """One use of a value: ``node.inputs[input_index]`` is the value."""
 
     node: Node
-    index: int
+    input_index: int
 
 
 class Value:
@@ -103,7 +103,7 @@ class Value:
         if other is self:
             return
         for usage in list(self._users):
-            usage.node.replace_input_with(usage.index, other)
+            usage.node.replace_input_with(usage.input_index, other)
         graph = self._producer.graph
         if graph is not None:
             graph.replace_output(self, other)
@@ -283,9 +283,9 @@ class Graph:
             if not force and (value._users or value.is_graph_output()):
                 users = ", ".join(repr(u.node.name) for u in value._users) or "the graph outputs"
                 raise GraphError(f"cannot remove {node.name!r}: {value.name!r} is used by {users}")
-        for index, value in enumerate(node._inputs):
-            if value is not None:
-                value._users.remove(Usage(node, index))
+        for index, read in enumerate(node._inputs):
+            if read is not None:
+                read._users.remove(Usage(node, index))
         del self._nodes[id(node)]
         self._names.discard(node.name)
         node.graph = None
@@ -438,7 +438,8 @@ class Graph:
                     raise GraphError(f"use-def link broken at node {node.name!r} input {index}")
             for value in node.outputs:
                 for usage in value._users:
-                    if usage.node.graph is not self or usage.node._inputs[usage.index] is not value:
+                    reader = usage.node
+                    if reader.graph is not self or reader._inputs[usage.input_index] is not value:
                         raise GraphError(f"value {value.name!r} lists a stale user {usage}")
 
     # -- copying ----------------------------------------------------------------------

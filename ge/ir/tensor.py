@@ -84,7 +84,7 @@ def num_elements(shape: Sequence[Dim], unknown_as: int = 1) -> int:
     """Number of elements; unknown dimensions count as ``unknown_as``."""
     total = 1
     for dim in shape:
-        total *= dim if is_static_dim(dim) else unknown_as
+        total *= dim if isinstance(dim, int) and dim >= 0 else unknown_as
     return total
 
 

@@ -90,7 +90,7 @@ def _shape_range(rank: int, start: int, end: Any) -> tuple[int, int]:
 
 def _infer_shape(ctx: InferenceContext) -> Sequence[TensorDesc]:
     first, last = _shape_range(len(ctx.shape(0)), ctx.attr("start"), ctx.attr("end"))
-    return [TensorDesc([last - first], DataType.DT_INT64)]
+    return [TensorDesc((last - first,), DataType.DT_INT64)]
 
 
 @register_op("Shape", inputs=["x"],

@@ -66,7 +66,7 @@ def multiply_dims(dims: Sequence[Dim]) -> Dim:
     """The product of dimensions; unknown if any is unknown."""
     total = 1
     for dim in dims:
-        if not is_static_dim(dim):
+        if not isinstance(dim, int) or dim < 0:
             return -1
         total *= dim
     return total

@@ -28,7 +28,7 @@ def assert_links_consistent(graph: Graph) -> None:
                 assert value.producer.graph is graph
         for value in node.outputs:
             for usage in value.users:
-                assert usage.node.inputs[usage.index] is value
+                assert usage.node.inputs[usage.input_index] is value
                 assert usage.node.graph is graph
 
 
