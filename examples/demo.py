@@ -42,9 +42,11 @@ def show(title: str, graph: ge.Graph, feed: dict[str, np.ndarray]) -> None:
     session = ge.Session(executable)
     outputs = session.run(feed)
     for name, array in outputs.items():
-        print(f"output {name}: shape {list(array.shape)} dtype {array.dtype} "
-              f"checksum(sum) {float(array.sum(dtype=np.float64)):.6f} "
-              f"checksum(abs) {float(np.abs(array).sum(dtype=np.float64)):.6f}")
+        flat = array.reshape(-1).astype(np.float64)
+        print(f"output {name}: shape {list(array.shape)} dtype {array.dtype}")
+        print(f"  checksums: sum {flat.sum():.6f}, L2 norm {np.linalg.norm(flat):.6f}, "
+              f"position-weighted sum {float(flat @ np.arange(flat.size)) / flat.size:.6f}")
+        print(f"  first values: {np.array2string(flat[:4], precision=5)}")
     seconds = time_per_run(session, feed)
     print(f"time per run: {seconds * 1e3:.3f} ms\n")
 

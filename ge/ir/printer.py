@@ -46,7 +46,8 @@ def format_node(node: Node) -> str:
     """One line: ``%out: float32[?,10] = Softmax(%x) {axis=-1}``."""
     outputs = ", ".join(f"%{v.name}: {v.desc}" for v in node.outputs)
     inputs = ", ".join(_value_text(v) for v in node.inputs)
-    attrs = ", ".join(f"{k}={format_attr(v)}" for k, v in sorted(node.attrs.items()))
+    attrs = ", ".join(f"{k}={format_attr(v)}" for k, v in sorted(node.attrs.items())
+                      if v is not None)
     text = f"{outputs} = {node.op_type}({inputs})"
     if node.name != (node.outputs[0].name if node.outputs else None):
         text += f"  # node {node.name}"
