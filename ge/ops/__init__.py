@@ -5,7 +5,21 @@ installs the registry's node check into ``Graph.validate``.
 """
 
 from ge.ir import set_node_checker
-from ge.ops import core, elementwise, matmul, nn, reduce, tensor_ops  # noqa: F401 - registers
+from ge.ops import (  # noqa: F401 - each module registers its op family
+    attention,
+    control_flow,
+    core,
+    elementwise,
+    math_ops,
+    matmul,
+    nn,
+    nn_extra,
+    quantize,
+    reduce,
+    rnn,
+    tensor_extra,
+    tensor_ops,
+)
 from ge.ops.interpreter import evaluate
 from ge.ops.registry import (
                              REQUIRED,

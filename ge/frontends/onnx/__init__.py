@@ -1,0 +1,5 @@
+"""The ONNX frontend: ``parse_onnx`` (ONNX -> GE) and ``export_onnx`` (GE -> ONNX)."""
+
+from ge.frontends.onnx.parser import load_model, parse_onnx
+
+__all__ = ["load_model", "parse_onnx"]

@@ -1,0 +1,1 @@
+"""Placeholder: ONNX translators of one op family."""

@@ -1,0 +1,274 @@
+"""``parse_onnx``: an ONNX model (file, bytes or ModelProto) into a GE graph.
+
+Initializers and ``Constant`` nodes become ``Const`` nodes; graph inputs become
+``Data`` nodes keeping dynamic dimensions (``-1``, or the symbolic name); every
+ONNX node goes through its translator (``context.py``). Output shapes come from
+GE's own inference, not from the model's declarations, which exporters get
+wrong. Subgraphs of ``If``, ``Loop`` and ``Scan`` become GE graphs whose outer
+values are passed in explicitly.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import numpy_helper
+
+from ge.errors import GEError, GraphError, ModelFormatError, UnsupportedOpError
+from ge.frontends.onnx import (  # noqa: F401 - each module registers translators
+    ops_attention,
+    ops_contrib,
+    ops_control,
+    ops_core,
+    ops_math,
+    ops_nn,
+    ops_quant,
+    ops_rnn,
+    ops_tensor,
+)
+from ge.frontends.onnx.context import NodeContext, Scope, find_translator
+from ge.frontends.onnx.dtypes import from_onnx_dtype
+from ge.ir import Graph, Tensor, Value
+from ge.ir.tensor import Dim
+from ge.ops import create_node
+
+__all__ = ["parse_onnx", "load_model", "MIN_OPSET"]
+
+ModelSource = Union[str, os.PathLike, bytes, onnx.ModelProto]
+
+MIN_OPSET = 7
+
+
+def load_model(model: ModelSource) -> onnx.ModelProto:
+    """Read a model, with its external data; ``ModelFormatError`` if it is not ONNX."""
+    if isinstance(model, onnx.ModelProto):
+        return model
+    try:
+        if isinstance(model, (bytes, bytearray)):
+            proto = onnx.load_from_string(bytes(model))
+        else:
+            path = Path(model)
+            if not path.is_file():
+                raise ModelFormatError(f"{path}: no such model file")
+            proto = onnx.load(str(path))
+    except (DecodeError, RuntimeError, ValueError, OSError) as error:
+        if isinstance(error, ModelFormatError):
+            raise
+        raise ModelFormatError(f"not a readable ONNX model ({type(error).__name__}: {error})") \
+            from error
+    if not proto.HasField("graph"):
+        raise ModelFormatError("the ONNX model has no graph (is the file truncated?)")
+    return proto
+
+
+def _opsets(proto: onnx.ModelProto) -> dict[str, int]:
+    versions = {entry.domain or "": entry.version for entry in proto.opset_import}
+    if "ai.onnx" in versions:
+        versions[""] = versions.pop("ai.onnx")
+    return versions
+
+
+def _upgrade(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """Models older than opset 7 are brought to opset 7 by ONNX's version converter."""
+    version = _opsets(proto).get("", MIN_OPSET)
+    if version >= MIN_OPSET:
+        return proto
+    try:
+        from onnx import version_converter
+
+        return version_converter.convert_model(proto, MIN_OPSET)
+    except Exception as error:  # noqa: BLE001 - the converter raises many kinds
+        raise UnsupportedOpError(f"the model uses opset {version}; GE reads opset {MIN_OPSET} and "
+                                 f"newer, and ONNX's version converter failed: {error}") from error
+
+
+def _all_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    nodes = []
+    for node in graph.node:
+        nodes.append(node)
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                nodes.extend(_all_nodes(attribute.g))
+            elif attribute.type == onnx.AttributeProto.GRAPHS:
+                for sub in attribute.graphs:
+                    nodes.extend(_all_nodes(sub))
+    return nodes
+
+
+def check_supported(graph: onnx.GraphProto) -> None:
+    """Raise one ``UnsupportedOpError`` listing every op type GE cannot translate."""
+    missing: Counter[str] = Counter()
+    for node in _all_nodes(graph):
+        if find_translator(node.domain, node.op_type) is None:
+            domain = node.domain if node.domain not in ("", "ai.onnx") else "ai.onnx"
+            missing[f"{domain}::{node.op_type}"] += 1
+    if missing:
+        listing = ", ".join(f"{name} (x{count})" for name, count in sorted(missing.items()))
+        raise UnsupportedOpError(f"the model uses {len(missing)} op type(s) GE does not support: "
+                                 f"{listing}")
+
+
+def parse_onnx(model: ModelSource, *, name: Optional[str] = None) -> Graph:
+    """Translate an ONNX model into a GE graph.
+
+    ``model`` is a path, the serialized bytes, or an ``onnx.ModelProto``.
+    Raises ``ModelFormatError`` for a malformed model and ``UnsupportedOpError``
+    listing every op type GE cannot translate.
+    """
+    proto = _upgrade(load_model(model))
+    check_supported(proto.graph)
+    graph = Graph(name or proto.graph.name or "onnx_model")
+    reserved = _value_names(proto.graph)
+    scope = Scope(graph, reserved=reserved)
+    builder = _GraphBuilder(_opsets(proto))
+    builder.build(scope, proto.graph, "graph")
+    graph.metadata["onnx_opset"] = _opsets(proto).get("", 0)
+    graph.metadata["onnx_producer"] = proto.producer_name
+    return graph
+
+
+def _value_names(graph: onnx.GraphProto) -> set[str]:
+    names = {i.name for i in graph.input} | {i.name for i in graph.initializer}
+    for node in _all_nodes(graph):
+        names.update(n for n in node.output if n)
+    return names
+
+
+def _dims(shape_proto: onnx.TensorShapeProto) -> list[Dim]:
+    dims: list[Dim] = []
+    for dim in shape_proto.dim:
+        if dim.HasField("dim_value"):
+            dims.append(int(dim.dim_value))
+        elif dim.HasField("dim_param") and dim.dim_param:
+            dims.append(dim.dim_param)
+        else:
+            dims.append(-1)
+    return dims
+
+
+def tensor_array(tensor: onnx.TensorProto, where: str) -> np.ndarray:
+    """The data of a TensorProto as a NumPy array of a GE dtype."""
+    from_onnx_dtype(tensor.data_type, where)
+    try:
+        array = numpy_helper.to_array(tensor)
+    except Exception as error:  # noqa: BLE001 - malformed tensors raise many kinds
+        raise ModelFormatError(f"{where}: tensor {tensor.name!r} cannot be read: {error}") \
+            from error
+    return np.asarray(array)
+
+
+class _GraphBuilder:
+    """Walks ONNX graphs, translating each node into the scope's GE graph."""
+
+    def __init__(self, opsets: dict[str, int]) -> None:
+        self.opsets = opsets
+
+    def build(self, scope: Scope, proto: onnx.GraphProto, where: str) -> Graph:
+        self._add_initializers(scope, proto, where)
+        self._add_inputs(scope, proto, where)
+        for node in proto.node:
+            self._translate(scope, node)
+        self._set_outputs(scope, proto, where)
+        return scope.graph
+
+    def build_subgraph(self, scope: Scope, proto: onnx.GraphProto, where: str) -> Graph:
+        return self.build(scope, proto, where)
+
+    def _add_initializers(self, scope: Scope, proto: onnx.GraphProto, where: str) -> None:
+        for tensor in proto.initializer:
+            array = tensor_array(tensor, f"{where} initializer {tensor.name!r}")
+            node = create_node("Const", [], {"value": Tensor(array)}, tensor.name, scope.graph)
+            node.outputs[0].name = tensor.name
+            scope.define(tensor.name, node.outputs[0])
+
+    def _add_inputs(self, scope: Scope, proto: onnx.GraphProto, where: str) -> None:
+        for info in proto.input:
+            if info.name in scope.values:  # an initializer listed as an input (IR < 4)
+                continue
+            kind = info.type.WhichOneof("value")
+            if kind != "tensor_type":
+                raise UnsupportedOpError(f"{where} input {info.name!r} is a {kind or 'untyped'} "
+                                         f"value; GE takes tensors only")
+            tensor_type = info.type.tensor_type
+            dtype = from_onnx_dtype(tensor_type.elem_type, f"{where} input {info.name!r}")
+            if not tensor_type.HasField("shape"):
+                raise UnsupportedOpError(f"{where} input {info.name!r} has no shape (unknown "
+                                         f"rank); GE needs at least the rank of every input")
+            node = create_node("Data", [], {"shape": _dims(tensor_type.shape), "dtype": dtype},
+                               info.name, scope.graph)
+            node.outputs[0].name = info.name
+            scope.define(info.name, node.outputs[0])
+
+    def _attributes(self, node: onnx.NodeProto, where: str) -> dict[str, Any]:
+        attrs: dict[str, Any] = {}
+        for attribute in node.attribute:
+            if attribute.ref_attr_name:
+                raise UnsupportedOpError(f"{where}: attribute references are only valid in "
+                                         f"functions")
+            value = onnx.helper.get_attribute_value(attribute)
+            if isinstance(value, onnx.TensorProto):
+                value = tensor_array(value, f"{where} attribute {attribute.name!r}")
+            elif isinstance(value, bytes):
+                value = value.decode("utf-8", errors="replace")
+            elif isinstance(value, list) and value and isinstance(value[0], bytes):
+                value = [v.decode("utf-8", errors="replace") for v in value]
+            attrs[attribute.name] = value
+        return attrs
+
+    def _translate(self, scope: Scope, node: onnx.NodeProto) -> None:
+        label = node.name or (node.output[0] if node.output else node.op_type)
+        where = f"ONNX {node.op_type} node {label!r}"
+        inputs = [scope.lookup(name, where) if name else None for name in node.input]
+        domain = node.domain if node.domain not in ("", "ai.onnx") else ""
+        opset = self.opsets.get(domain, 1)
+        translate = find_translator(domain, node.op_type)
+        assert translate is not None  # check_supported ran first
+        ctx = NodeContext(scope, node, opset, inputs, self._attributes(node, where), label,
+                          self.build_subgraph)
+        before = set(map(id, scope.graph.nodes))
+        try:
+            outputs = list(translate(ctx))
+        except (UnsupportedOpError, ModelFormatError):
+            raise
+        except GEError as error:
+            raise type(error)(f"{where}: {error}") from error
+        for index, name in enumerate(node.output):
+            if not name:
+                continue
+            value = outputs[index] if index < len(outputs) else None
+            if value is None:
+                raise ctx.unsupported(f"output {index} ({name!r}) is not produced by GE's "
+                                      f"translation")
+            scope.define(name, self._named(scope, value, name))
+        for added in scope.graph.nodes:  # values GE added inside the translation
+            if id(added) not in before:
+                for value in added.outputs:
+                    if not value.has_explicit_name:
+                        value.name = scope.fresh_value_name(value.name)
+
+    def _named(self, scope: Scope, value: Value, name: str) -> Value:
+        """``value`` under ONNX name ``name``, through an Identity if it already has a name."""
+        if value.has_explicit_name or value.producer.op_type == "Data":
+            value = scope.add("Identity", [value], {}, name).outputs[0]
+        value.name = name
+        return value
+
+    def _set_outputs(self, scope: Scope, proto: onnx.GraphProto, where: str) -> None:
+        outputs: list[Value] = []
+        for info in proto.output:
+            if info.name not in scope.values:
+                raise ModelFormatError(f"{where} output {info.name!r} is never produced "
+                                       f"(is the model truncated?)")
+            value = scope.values[info.name]
+            if any(value is seen for seen in outputs) or value.producer.graph is not scope.graph:
+                value = scope.add("Identity", [value], {}, info.name).outputs[0]
+            outputs.append(value)
+        if not outputs:
+            raise GraphError(f"{where} has no outputs")
+        scope.graph.set_outputs(outputs)
