@@ -48,9 +48,9 @@ def reason_of(trace: str) -> str:
     """The last line of a traceback, short and safe inside a Markdown table cell."""
     lines = [line for line in trace.strip().splitlines() if line.strip()]
     text = lines[-1] if lines else "unknown"
-    for line in lines:
+    for index, line in enumerate(lines):
         if line.startswith(("ge.errors.", "AssertionError")):
-            text = line
+            text = " ".join(part.strip() for part in lines[index:index + 3])
             break
     if "Mismatched elements" in trace:
         mismatch = [line.strip() for line in lines if "Max absolute difference" in line]

@@ -26,6 +26,17 @@ class DataType(enum.Enum):
     DT_UINT32 = "uint32"
     DT_UINT64 = "uint64"
     DT_BOOL = "bool"
+    # narrow types, through ml_dtypes (storage: one byte per element)
+    DT_FLOAT8_E4M3FN = "float8_e4m3fn"
+    DT_FLOAT8_E4M3FNUZ = "float8_e4m3fnuz"
+    DT_FLOAT8_E5M2 = "float8_e5m2"
+    DT_FLOAT8_E5M2FNUZ = "float8_e5m2fnuz"
+    DT_FLOAT8_E8M0 = "float8_e8m0fnu"
+    DT_FLOAT4_E2M1 = "float4_e2m1fn"
+    DT_INT4 = "int4"
+    DT_UINT4 = "uint4"
+    DT_INT2 = "int2"
+    DT_UINT2 = "uint2"
 
     @property
     def np_dtype(self) -> np.dtype:
@@ -34,8 +45,8 @@ class DataType(enum.Enum):
 
     @property
     def itemsize(self) -> int:
-        """Bytes per element."""
-        return 2 if self is DataType.DT_BF16 else np.dtype(self.value).itemsize
+        """Bytes per element (as stored in memory)."""
+        return int(to_numpy_dtype(self).itemsize)
 
     @property
     def is_float(self) -> bool:
@@ -70,7 +81,17 @@ class DataType(enum.Enum):
         return from_numpy_dtype(value)
 
 
-_FLOATS = frozenset({DataType.DT_FLOAT, DataType.DT_FLOAT16, DataType.DT_BF16, DataType.DT_DOUBLE})
+# Types NumPy lacks, provided by the ml_dtypes package under the enum value's name.
+_ML_DTYPES = frozenset({
+    DataType.DT_BF16, DataType.DT_FLOAT8_E4M3FN, DataType.DT_FLOAT8_E4M3FNUZ,
+    DataType.DT_FLOAT8_E5M2, DataType.DT_FLOAT8_E5M2FNUZ, DataType.DT_FLOAT8_E8M0,
+    DataType.DT_FLOAT4_E2M1, DataType.DT_INT4, DataType.DT_UINT4, DataType.DT_INT2,
+    DataType.DT_UINT2,
+})
+_FLOATS = frozenset({DataType.DT_FLOAT, DataType.DT_FLOAT16, DataType.DT_BF16, DataType.DT_DOUBLE,
+                     DataType.DT_FLOAT8_E4M3FN, DataType.DT_FLOAT8_E4M3FNUZ,
+                     DataType.DT_FLOAT8_E5M2, DataType.DT_FLOAT8_E5M2FNUZ,
+                     DataType.DT_FLOAT8_E8M0, DataType.DT_FLOAT4_E2M1})
 _INTEGERS = frozenset(
     {
         DataType.DT_INT8,
@@ -81,31 +102,37 @@ _INTEGERS = frozenset(
         DataType.DT_UINT16,
         DataType.DT_UINT32,
         DataType.DT_UINT64,
+        DataType.DT_INT4,
+        DataType.DT_UINT4,
+        DataType.DT_INT2,
+        DataType.DT_UINT2,
     }
 )
 
 
-def _bfloat16() -> np.dtype:
+def _ml_dtype(name: str) -> np.dtype:
     try:
         import ml_dtypes
     except ImportError as error:  # pragma: no cover - ml_dtypes is installed by the test setup
-        raise ImportError("DT_BF16 needs the 'ml_dtypes' package: pip install ml_dtypes") from error
-    return np.dtype(ml_dtypes.bfloat16)
+        raise ImportError(f"the {name} type needs the 'ml_dtypes' package: pip install ml_dtypes") \
+            from error
+    return np.dtype(getattr(ml_dtypes, name))
 
 
 def to_numpy_dtype(dtype: DataType) -> np.dtype:
     """Map a ``DataType`` to its NumPy dtype."""
-    if dtype is DataType.DT_BF16:
-        return _bfloat16()
+    if dtype in _ML_DTYPES:
+        return _ml_dtype(dtype.value)
     return np.dtype(dtype.value)
 
 
 def from_numpy_dtype(dtype: Any) -> DataType:
     """Map a NumPy dtype (or anything ``np.dtype`` accepts) to a ``DataType``."""
     np_dtype = np.dtype(dtype)
-    if np_dtype.name == "bfloat16":
-        return DataType.DT_BF16
     for member in DataType:
-        if member is not DataType.DT_BF16 and np.dtype(member.value) == np_dtype:
+        if member in _ML_DTYPES:
+            if np_dtype.name == member.value:
+                return member
+        elif np.dtype(member.value) == np_dtype:
             return member
     raise ValueError(f"NumPy dtype {np_dtype} has no GE DataType")

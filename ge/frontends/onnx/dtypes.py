@@ -23,6 +23,16 @@ _FROM_ONNX: dict[int, DataType] = {
     onnx.TensorProto.UINT32: DataType.DT_UINT32,
     onnx.TensorProto.UINT64: DataType.DT_UINT64,
     onnx.TensorProto.BOOL: DataType.DT_BOOL,
+    onnx.TensorProto.FLOAT8E4M3FN: DataType.DT_FLOAT8_E4M3FN,
+    onnx.TensorProto.FLOAT8E4M3FNUZ: DataType.DT_FLOAT8_E4M3FNUZ,
+    onnx.TensorProto.FLOAT8E5M2: DataType.DT_FLOAT8_E5M2,
+    onnx.TensorProto.FLOAT8E5M2FNUZ: DataType.DT_FLOAT8_E5M2FNUZ,
+    onnx.TensorProto.FLOAT8E8M0: DataType.DT_FLOAT8_E8M0,
+    onnx.TensorProto.FLOAT4E2M1: DataType.DT_FLOAT4_E2M1,
+    onnx.TensorProto.INT4: DataType.DT_INT4,
+    onnx.TensorProto.UINT4: DataType.DT_UINT4,
+    onnx.TensorProto.INT2: DataType.DT_INT2,
+    onnx.TensorProto.UINT2: DataType.DT_UINT2,
 }
 _TO_ONNX = {value: key for key, value in _FROM_ONNX.items()}
 
