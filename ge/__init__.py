@@ -13,7 +13,27 @@ from ge.session import Session
 
 __version__ = "0.1.0"
 
+
+def parse_onnx(model, *, name=None):  # type: ignore[no-untyped-def]
+    """Translate an ONNX model (path, bytes or ``onnx.ModelProto``) into a ``ge.Graph``.
+
+    Needs the ``onnx`` extra. See ``ge.frontends.onnx.parse_onnx``.
+    """
+    from ge.frontends.onnx import parse_onnx as parse
+
+    return parse(model, name=name)
+
+
+def export_onnx(graph, path=None, **options):  # type: ignore[no-untyped-def]
+    """Write ``graph`` as an ONNX model to ``path`` (and return the ``onnx.ModelProto``).
+
+    Needs the ``onnx`` extra. See ``ge.frontends.onnx.export_onnx``.
+    """
+    from ge.frontends.onnx import export_onnx as export
+
+    return export(graph, path, **options)
+
 __all__ = [
     "DataType", "Executable", "Format", "Graph", "Node", "OperatorFactory", "Session", "Tensor",
-    "TensorDesc", "Value", "compile", "constant", "errors",
+    "TensorDesc", "Value", "compile", "constant", "errors", "export_onnx", "parse_onnx",
 ]

@@ -1,14 +1,18 @@
 """The ``ge`` command.
 
-    ge ops [--doc]            list the registry's ops
-    ge info GRAPH.json        inputs, outputs, op histogram, parameters, estimated FLOPs
-    ge run GRAPH.json         run on random inputs (or --inputs FILE.npz) and summarise outputs
+    ge ops [--doc]              list the registry's ops
+    ge info MODEL               inputs, outputs (dynamic dims), op histogram, parameters, FLOPs
+    ge run MODEL [--check]      run on random inputs (or --inputs FILE.npz), summarise the
+                                outputs; --check also runs onnxruntime and prints the max error
+
+MODEL is an ONNX file (``.onnx``) or a GE graph in its JSON form (``.json``).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,11 +27,13 @@ from ge.ops import all_op_types, get_schema, node_cost
 
 
 def load_graph(path: str) -> Graph:
-    """Read a graph file (GE's JSON form)."""
+    """Read a model file: ONNX (``.onnx``) or GE's JSON form (``.json``)."""
     file = Path(path)
-    if file.suffix != ".json":
-        raise ge.errors.ModelFormatError(f"{path}: only GE graph JSON files (.json) are read")
-    return Graph.from_json(file.read_bytes())
+    if file.suffix == ".json":
+        return Graph.from_json(file.read_bytes())
+    if file.suffix == ".onnx":
+        return ge.parse_onnx(file)
+    raise ge.errors.ModelFormatError(f"{path}: GE reads .onnx models and .json graphs")
 
 
 def graph_info(graph: Graph) -> str:
@@ -76,6 +82,11 @@ def _cmd_ops(args: argparse.Namespace) -> None:
 
 def _cmd_info(args: argparse.Namespace) -> None:
     print(graph_info(load_graph(args.model)))
+    if args.model.endswith(".onnx"):
+        from ge.frontends.onnx.reference import onnx_op_histogram
+
+        histogram = onnx_op_histogram(args.model)
+        print("  ONNX ops: " + ", ".join(f"{op} x{n}" for op, n in histogram.most_common()))
 
 
 def _cmd_run(args: argparse.Namespace) -> None:
@@ -85,13 +96,36 @@ def _cmd_run(args: argparse.Namespace) -> None:
             feeds = {name: archive[name] for name in archive.files}
     else:
         feeds = random_feeds(graph, args.batch)
-    outputs = ge.Session(ge.compile(graph)).run(feeds)
+    session = ge.Session(ge.compile(graph))
+    started = time.perf_counter()
+    outputs = session.run(feeds)
+    print(f"ran in {(time.perf_counter() - started) * 1e3:.2f} ms")
     for name, array in outputs.items():
         summary = f"{name}: {array.dtype}{list(array.shape)}"
         if array.size and array.dtype.kind in "fiu":
             summary += (f" min {array.min():.6g} max {array.max():.6g} "
                         f"mean {array.astype(np.float64).mean():.6g}")
         print(summary)
+    if args.check:
+        _check_with_onnxruntime(args.model, feeds, outputs)
+
+
+def _check_with_onnxruntime(model: str, feeds: dict[str, np.ndarray],
+                            outputs: dict[str, np.ndarray]) -> None:
+    if not model.endswith(".onnx"):
+        raise ge.errors.ModelFormatError("--check compares with onnxruntime: it needs an .onnx")
+    from ge.frontends.onnx.reference import run_onnxruntime
+
+    expected = run_onnxruntime(model, feeds)
+    for name, array in outputs.items():
+        want = expected[name]
+        if array.dtype.kind in "fc":
+            error = float(np.max(np.abs(array.astype(np.float64) - want), initial=0.0))
+            scale = float(np.max(np.abs(want), initial=0.0))
+            print(f"check {name}: max abs error {error:.3g} (output scale {scale:.3g}) "
+                  f"vs onnxruntime")
+        else:
+            print(f"check {name}: {int(np.sum(array != want))} differing elements vs onnxruntime")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -108,6 +142,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     run.add_argument("model")
     run.add_argument("--inputs", help=".npz file of inputs")
     run.add_argument("--batch", type=int, default=1, help="size of unknown dimensions")
+    run.add_argument("--check", action="store_true", help="compare with onnxruntime")
     run.set_defaults(handler=_cmd_run)
     args = parser.parse_args(argv)
     try:

@@ -57,3 +57,27 @@ def test_bad_files_fail_cleanly(tmp_path, capsys):
 def test_compile_refuses_what_is_not_a_graph():
     with pytest.raises(ge.errors.CompileError, match="expects a ge.Graph"):
         ge.compile("graph.json")
+
+
+@pytest.fixture(scope="module")
+def onnx_file(tmp_path_factory):
+    from examples.zoo import export_onnx
+
+    return export_onnx("simple_cnn", tmp_path_factory.mktemp("cli") / "cnn.onnx")
+
+
+def test_info_on_an_onnx_model(onnx_file, capsys):
+    assert main(["info", str(onnx_file)]) == 0
+    out = capsys.readouterr().out
+    assert "input  input: float32[batch,3,32,32]" in out
+    assert "output logits: float32[" in out
+    assert "ONNX ops: " in out and "Conv x2" in out and "BatchNormalization x2" in out
+    assert "parameters: " in out
+
+
+def test_run_check_compares_with_onnxruntime(onnx_file, capsys):
+    assert main(["run", str(onnx_file), "--batch", "3", "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "logits: float32[3, 10]" in out
+    error = float(out.split("check logits: max abs error ")[1].split()[0])
+    assert error < 1e-4

@@ -5,49 +5,19 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import onnx
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-onnx = pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
-
-from tests.models import zoo  # noqa: E402
+from examples import zoo
+from tests.models.conftest import BN_MODELS, rel_err
 
 NAMES = list(zoo.MODELS)
-BN_MODELS = ["resnet18", "resnet50", "mobilenet_v2", "simple_cnn"]
 # (model, fold_batchnorm): every model with BatchNormalization nodes kept, and the
 # BN models also in the exporter's default form with BN fused into Conv.
 CASES = [(n, False) for n in NAMES] + [(n, True) for n in BN_MODELS]
 CASE_IDS = [f"{n}-{'folded' if f else 'bn'}" for n, f in CASES]
 REL_TOL = 1e-4
-
-
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    """(name, fold) -> (model, onnx path); each model built once and each
-    variant exported once per module."""
-    models: dict[str, zoo.nn.Module] = {}
-    paths: dict[tuple[str, bool], str] = {}
-    root = tmp_path_factory.mktemp("zoo")
-
-    def get(name: str, fold: bool):
-        if name not in models:
-            models[name] = zoo.MODELS[name].factory(seed=0)
-        if (name, fold) not in paths:
-            t0 = time.perf_counter()
-            tag = "folded" if fold else "bn"
-            paths[name, fold] = zoo.export_onnx(
-                name, root / f"{name}-{tag}.onnx", batch=1, dynamic_batch=True,
-                model=models[name], fold_batchnorm=fold)
-            print(f"[zoo] export {name}-{tag}: {time.perf_counter() - t0:.2f}s")
-        return models[name], paths[name, fold]
-
-    return get
-
-
-def _rel_err(got: np.ndarray, ref: np.ndarray) -> float:
-    scale = max(float(np.max(np.abs(ref))), 1e-6)
-    return float(np.max(np.abs(got.astype(np.float64) - ref.astype(np.float64)))) / scale
 
 
 @pytest.mark.parametrize("name,fold", CASES, ids=CASE_IDS)
@@ -92,7 +62,7 @@ def test_onnxruntime_matches_torch(exported, name, fold, batch):
         assert g.shape == r.shape
         assert g.dtype == np.float32
         assert np.all(np.isfinite(r))
-        assert _rel_err(g, r) <= REL_TOL, (name, batch, _rel_err(g, r))
+        assert rel_err(g, r) <= REL_TOL, (name, batch, rel_err(g, r))
 
 
 def test_bert_padding_is_masked(exported):
@@ -105,7 +75,7 @@ def test_bert_padding_is_masked(exported):
     ids2[pad] = (ids2[pad] + 1) % 1000
     out2 = zoo.run_onnxruntime(path, {**feeds, "input_ids": ids2})[0]
     keep = ~pad
-    assert _rel_err(out2[keep], out[keep]) <= REL_TOL
+    assert rel_err(out2[keep], out[keep]) <= REL_TOL
     assert not np.allclose(out2[pad], out[pad])
 
 

@@ -1,4 +1,4 @@
-"""A small model zoo, written in plain PyTorch, for testing the ONNX frontend.
+"""A small model zoo in plain PyTorch: the networks the ONNX frontend is tested and shown on.
 
 Every model is built from the published architecture (no torchvision, nothing
 downloaded), with deterministic random weights from a seed, in ``eval()`` mode,

@@ -1,0 +1,43 @@
+"""Shared fixtures of the model tests: each zoo model exported once per test run."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from examples import zoo
+
+BN_MODELS = ["resnet18", "resnet50", "mobilenet_v2", "simple_cnn"]
+
+
+def rel_err(got: np.ndarray, ref: np.ndarray) -> float:
+    """Max absolute error relative to the reference's scale (its max magnitude)."""
+    scale = max(float(np.max(np.abs(ref))), 1e-6)
+    return float(np.max(np.abs(got.astype(np.float64) - ref.astype(np.float64)))) / scale
+
+
+@pytest.fixture(scope="session")
+def exported(tmp_path_factory):
+    """(name, fold) -> (model, onnx path); each model built once and each
+    variant exported once per session."""
+    models: dict[str, zoo.nn.Module] = {}
+    paths: dict[tuple[str, bool], str] = {}
+    root = tmp_path_factory.mktemp("zoo")
+
+    def get(name: str, fold: bool):
+        if name not in models:
+            models[name] = zoo.MODELS[name].factory(seed=0)
+        if (name, fold) not in paths:
+            t0 = time.perf_counter()
+            tag = "folded" if fold else "bn"
+            paths[name, fold] = zoo.export_onnx(
+                name, root / f"{name}-{tag}.onnx", batch=1, dynamic_batch=True,
+                model=models[name], fold_batchnorm=fold)
+            print(f"[zoo] export {name}-{tag}: {time.perf_counter() - t0:.2f}s")
+        return models[name], paths[name, fold]
+
+    return get
+
+
