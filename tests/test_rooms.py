@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "ge"
@@ -59,15 +61,38 @@ def test_every_room_imports_only_what_it_may():
 
 
 def test_numpy_is_the_only_hard_dependency():
-    heavy = {"torch", "onnx", "onnxruntime", "tensorflow", "ray", "matplotlib", "ml_dtypes"}
+    """``import ge`` (and building, compiling, running) loads no optional framework."""
+    script = (
+        "import sys, numpy as np, ge\n"
+        "g = ge.Graph('g')\n"
+        "x = g.add_op(ge.OperatorFactory.create_op('Data').set_attr('name', 'x')"
+        ".set_attr('shape', [2]).build())\n"
+        "r = g.add_op(ge.OperatorFactory.create_op('Relu').set_input('x', x).build())\n"
+        "g.set_outputs([r])\n"
+        "ge.Session(ge.compile(g)).run({'x': np.ones(2, np.float32)})\n"
+        "heavy = {'torch', 'onnx', 'onnxruntime', 'tensorflow', 'ray', 'matplotlib'}\n"
+        "print(sorted(heavy & set(sys.modules)))\n"
+    )
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                               check=True)
+    assert completed.stdout.strip() == "[]"
+
+
+def test_foreign_frameworks_are_imported_only_in_their_rooms():
+    allowed = {"onnx": ("frontends/onnx/", "backend.py"), "onnxruntime": ("frontends/onnx/",),
+               "torch": ("frontends/torch", "engines/torch"),
+               "tensorflow": ("frontends/tensorflow",), "ray": ("distributed/",)}
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        tree = ast.parse(path.read_text())
-        for node in tree.body:  # module level only: lazy imports inside functions are fine
+        relative = path.relative_to(PACKAGE).as_posix()
+        for node in ast.walk(ast.parse(path.read_text())):
             names: list[str] = []
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names = [node.module]
-            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] in heavy]
+            for name in names:
+                root = name.split(".")[0]
+                if root in allowed and not relative.startswith(allowed[root]):
+                    offenders.append(f"{relative}: {name}")
     assert not offenders, offenders

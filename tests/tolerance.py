@@ -34,3 +34,10 @@ def assert_close(actual: Any, expected: Any, *, accumulate: bool = False, what: 
         actual.astype(np.float64), expected.astype(np.float64),
         rtol=rtol if rtol is not None else base_rtol * factor,
         atol=atol if atol is not None else base_atol * factor, err_msg=what)
+
+
+def rel_err(got: Any, ref: Any) -> float:
+    """Max absolute error relative to the reference's scale (its max magnitude)."""
+    got, ref = np.asarray(got, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    scale = max(float(np.max(np.abs(ref))), 1e-6)
+    return float(np.max(np.abs(got - ref))) / scale

@@ -10,7 +10,7 @@ import pytest
 
 import ge
 from examples import zoo
-from tests.models.conftest import rel_err
+from tests.tolerance import rel_err
 
 REL_TOL = 1e-4
 NAMES = ["simple_cnn", "resnet18", "resnet50", "mobilenet_v2", "bert"]

@@ -10,7 +10,9 @@ import pytest
 import torch
 
 from examples import zoo
-from tests.models.conftest import BN_MODELS, rel_err
+from tests.tolerance import rel_err
+
+BN_MODELS = ["resnet18", "resnet50", "mobilenet_v2", "simple_cnn"]
 
 NAMES = list(zoo.MODELS)
 # (model, fold_batchnorm): every model with BatchNormalization nodes kept, and the

@@ -93,8 +93,12 @@ def _attribute(value: Any) -> Any:
         return to_onnx_dtype(value)
     if isinstance(value, Format):
         return value.value
+    if isinstance(value, np.generic):
+        return value.item()
     if isinstance(value, Tensor):
         return numpy_helper.from_array(value.numpy())
+    if isinstance(value, np.ndarray):
+        return numpy_helper.from_array(value)
     if isinstance(value, Graph):
         return _graph_proto(value, value.name)
     if isinstance(value, list):

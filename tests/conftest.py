@@ -1,21 +1,12 @@
-"""Shared fixtures of the model tests: each zoo model exported once per test run."""
+"""Fixtures shared across the test rooms."""
 
 from __future__ import annotations
 
 import time
 
-import numpy as np
 import pytest
 
 from examples import zoo
-
-BN_MODELS = ["resnet18", "resnet50", "mobilenet_v2", "simple_cnn"]
-
-
-def rel_err(got: np.ndarray, ref: np.ndarray) -> float:
-    """Max absolute error relative to the reference's scale (its max magnitude)."""
-    scale = max(float(np.max(np.abs(ref))), 1e-6)
-    return float(np.max(np.abs(got.astype(np.float64) - ref.astype(np.float64)))) / scale
 
 
 @pytest.fixture(scope="session")
