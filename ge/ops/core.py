@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -70,14 +70,70 @@ def _infer_cast(ctx: InferenceContext) -> Sequence[TensorDesc]:
     return [TensorDesc(desc.shape, ctx.attr("dtype"), desc.format)]
 
 
-@register_op("Cast", inputs=["x"], attrs=[Attr("dtype", AttrType.DTYPE, REQUIRED)],
+# float8 types whose out-of-range values saturate to +-max (``saturate=True``)
+_SATURATING_FLOAT8 = frozenset({DataType.DT_FLOAT8_E4M3FN, DataType.DT_FLOAT8_E4M3FNUZ,
+                                DataType.DT_FLOAT8_E5M2, DataType.DT_FLOAT8_E5M2FNUZ})
+_FLOAT32_MANTISSA = 0x7FFFFF
+_FLOAT32_HALF_ULP = 0x400000  # the mantissa's top bit: a fraction of exactly one half
+_E8M0_NAN = 0xFF
+
+
+def _to_e8m0(x: np.ndarray, saturate: bool, round_mode: str) -> np.ndarray:
+    """Power-of-two scales (E8M0): the float32 exponent, rounded by ``round_mode``."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    exponent = ((bits >> 23) & 0xFF).astype(np.int32)
+    mantissa = bits & _FLOAT32_MANTISSA
+    special = exponent == _E8M0_NAN  # inf and NaN
+    if round_mode == "up":
+        round_up = mantissa > 0
+    elif round_mode == "nearest":
+        round_up = (mantissa > _FLOAT32_HALF_ULP) | ((mantissa == _FLOAT32_HALF_ULP)
+                                                     & (exponent > 0))
+    else:
+        round_up = np.zeros(bits.shape, np.bool_)
+    exponent = exponent + (round_up & ~special)
+    if saturate:
+        exponent = np.where(special, exponent, np.minimum(exponent, _E8M0_NAN - 1))
+    code = np.where(special, _E8M0_NAN, exponent).astype(np.uint8)
+    return code.view(DataType.DT_FLOAT8_E8M0.np_dtype)
+
+
+def _saturate(x: np.ndarray, target: np.dtype) -> np.ndarray:
+    """Clamp finite and infinite values to the range of a float8 type (NaN stays NaN)."""
+    import ml_dtypes
+
+    if not DataType.parse(x.dtype).is_float:
+        x = x.astype(np.float64)
+    info = ml_dtypes.finfo(target)
+    return np.clip(x, x.dtype.type(float(info.min)), x.dtype.type(float(info.max)))
+
+
+@register_op("Cast", inputs=["x"],
+             attrs=[Attr("dtype", AttrType.DTYPE, REQUIRED),
+                    Attr("saturate", AttrType.BOOL, True,
+                         doc="float8 targets: out-of-range values become +-max, not inf/NaN"),
+                    Attr("round_mode", AttrType.STRING, None, choices=("up", "down", "nearest"),
+                         doc="rounding to FLOAT8E8M0, 'up' when unset (the other types "
+                             "round to nearest even)")],
              infer=_infer_cast, traits=(Trait.PURE, Trait.ELEMENTWISE))
-def cast_kernel(x: np.ndarray, *, dtype: DataType) -> np.ndarray:
-    """y = x converted to ``dtype`` (floats to integers truncate toward zero)."""
+def cast_kernel(x: np.ndarray, *, dtype: DataType, saturate: bool = True,
+                round_mode: Optional[str] = None) -> np.ndarray:
+    """y = x converted to ``dtype``, as ONNX ``Cast`` does.
+
+    Floats to integers truncate toward zero; integers out of range wrap. Float
+    targets round to nearest even; the float8 types saturate to their largest
+    finite value when ``saturate`` (the default), else overflow to inf or NaN.
+    FLOAT8E8M0 keeps the exponent, rounded by ``round_mode``.
+    """
     target = dtype.np_dtype
-    if x.dtype.kind == "f" and target.kind in "iu":
-        x = np.trunc(x)
-    return x.astype(target, copy=False)
+    with np.errstate(all="ignore"):
+        if dtype is DataType.DT_FLOAT8_E8M0 and x.dtype != target:
+            return _to_e8m0(x, saturate, round_mode or "up")
+        if saturate and dtype in _SATURATING_FLOAT8 and x.dtype != target:
+            x = _saturate(x, target)
+        elif x.dtype.kind == "f" and target.kind in "iu":
+            x = np.trunc(x)
+        return x.astype(target, copy=False)
 
 
 def _shape_range(rank: int, start: int, end: Any) -> tuple[int, int]:

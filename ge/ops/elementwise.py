@@ -1,6 +1,8 @@
 """Elementwise ops: arithmetic, comparisons, unary math, activations, Where, BiasAdd.
 
-Binary ops broadcast as NumPy and ONNX do; their inputs share one dtype.
+Binary ops broadcast as NumPy and ONNX do; their inputs share one dtype. The
+helpers ``register_unary`` and ``register_binary`` are shared with the other
+elementwise families (``math_ops``).
 """
 
 from __future__ import annotations
@@ -24,16 +26,23 @@ from ge.ops.registry import (
 )
 from ge.ops.shape_utils import broadcast_shapes
 
+__all__ = ["FLOATS", "SIGNED_INTEGERS", "UNSIGNED", "INTEGERS", "SIGNED", "NUMERIC", "ALL",
+           "ELEMENTWISE_TRAITS", "broadcast_desc", "register_unary", "register_binary", "erf"]
+
 FLOATS = (DataType.DT_FLOAT, DataType.DT_FLOAT16, DataType.DT_BF16, DataType.DT_DOUBLE)
-SIGNED = FLOATS + (DataType.DT_INT8, DataType.DT_INT16, DataType.DT_INT32, DataType.DT_INT64)
-NUMERIC = SIGNED + (DataType.DT_UINT8, DataType.DT_UINT16, DataType.DT_UINT32,
-                    DataType.DT_UINT64)
+SIGNED_INTEGERS = (DataType.DT_INT8, DataType.DT_INT16, DataType.DT_INT32, DataType.DT_INT64)
+UNSIGNED = (DataType.DT_UINT8, DataType.DT_UINT16, DataType.DT_UINT32, DataType.DT_UINT64)
+INTEGERS = SIGNED_INTEGERS + UNSIGNED
+SIGNED = FLOATS + SIGNED_INTEGERS
+NUMERIC = SIGNED + UNSIGNED
 ALL = NUMERIC + (DataType.DT_BOOL,)
 
-_ELEMENTWISE = (Trait.PURE, Trait.ELEMENTWISE, Trait.INPLACE)
+ELEMENTWISE_TRAITS = (Trait.PURE, Trait.ELEMENTWISE, Trait.INPLACE)
+_ELEMENTWISE = ELEMENTWISE_TRAITS
 
 
-def _broadcast_desc(ctx: InferenceContext, indices: Sequence[int], dtype: DataType) -> TensorDesc:
+def broadcast_desc(ctx: InferenceContext, indices: Sequence[int], dtype: DataType) -> TensorDesc:
+    """The descriptor of the broadcast of inputs ``indices``, with element type ``dtype``."""
     shapes = [ctx.shape(i) for i in indices]
     shape = broadcast_shapes(*shapes)
     if shape is None:
@@ -50,33 +59,32 @@ def _binary_infer(allowed: Sequence[DataType], result: Optional[DataType]
     def infer(ctx: InferenceContext) -> Sequence[TensorDesc]:
         dtype = ctx.require_same_dtype(0, 1)
         ctx.require_dtypes(0, allowed)
-        return [_broadcast_desc(ctx, (0, 1), result or dtype)]
+        return [broadcast_desc(ctx, (0, 1), result or dtype)]
 
     return infer
 
 
-def _register_binary(op_type: str, function: Callable[[np.ndarray, np.ndarray], np.ndarray],
-                     doc: str, allowed: Sequence[DataType] = NUMERIC,
-                     result: Optional[DataType] = None, commutative: bool = False) -> None:
+def register_binary(op_type: str, function: Callable[..., np.ndarray], doc: str,
+                    allowed: Sequence[DataType] = NUMERIC, result: Optional[DataType] = None,
+                    commutative: bool = False, attrs: Sequence[Attr] = ()) -> None:
+    """Register a broadcasting binary op ``y = function(x, y, **attrs)`` on one dtype.
+
+    The output has the inputs' dtype, or ``result`` (e.g. bool for comparisons).
+    """
     traits = _ELEMENTWISE + ((Trait.COMMUTATIVE,) if commutative else ())
     if result is not None:
         traits = (Trait.PURE, Trait.ELEMENTWISE) + ((Trait.COMMUTATIVE,) if commutative else ())
+    out_dtype = None if result is None else result.np_dtype
 
-    def kernel(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        return function(x, y)
+    def kernel(x: np.ndarray, y: np.ndarray, **values: Any) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            answer = np.asarray(function(x, y, **values))
+        return answer.astype(out_dtype or x.dtype, copy=False)
 
     kernel.__doc__ = doc
     kernel.__name__ = f"{op_type.lower()}_kernel"
-    register_op(op_type, inputs=["x", "y"], infer=_binary_infer(allowed, result),
+    register_op(op_type, inputs=["x", "y"], attrs=attrs, infer=_binary_infer(allowed, result),
                 cost=flops_per_output(1), traits=traits)(kernel)
-
-
-def _same_dtype(function: Callable[[np.ndarray, np.ndarray], Any]
-                ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    def apply(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        return np.asarray(function(x, y)).astype(x.dtype, copy=False)
-
-    return apply
 
 
 def _divide(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -86,64 +94,90 @@ def _divide(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         quotient = np.floor_divide(x, y)
         # truncate toward zero, as C and ONNX do, rather than floor
         adjust = (np.remainder(x, y) != 0) & ((x < 0) != (y < 0))
-        return (quotient + adjust).astype(x.dtype, copy=False)
-    return np.divide(x, y).astype(x.dtype, copy=False)
+        return quotient + adjust.astype(x.dtype)
+    return np.divide(x, y)
 
 
-def _power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    if x.dtype.kind in "iu":
-        return np.power(x.astype(np.float64), y.astype(np.float64)).astype(x.dtype)
-    return np.power(x, y.astype(x.dtype, copy=False)).astype(x.dtype, copy=False)
-
-
-_register_binary("Add", _same_dtype(np.add), "y = x + y (broadcasting).", commutative=True)
-_register_binary("Sub", _same_dtype(np.subtract), "y = x - y (broadcasting).")
-_register_binary("Mul", _same_dtype(np.multiply), "y = x * y (broadcasting).", commutative=True)
-_register_binary("Div", _divide,
-                 "y = x / y (broadcasting); integers divide truncating toward zero.")
-_register_binary("Min", _same_dtype(np.minimum), "y = min(x, y) elementwise (NaN propagates).",
-                 commutative=True)
-_register_binary("Max", _same_dtype(np.maximum), "y = max(x, y) elementwise (NaN propagates).",
-                 commutative=True)
-_register_binary("Equal", np.equal, "y = (x == y), a bool tensor.", allowed=ALL,
-                 result=DataType.DT_BOOL, commutative=True)
-_register_binary("Less", np.less, "y = (x < y), a bool tensor.", result=DataType.DT_BOOL)
-_register_binary("Greater", np.greater, "y = (x > y), a bool tensor.", result=DataType.DT_BOOL)
+register_binary("Add", np.add, "y = x + y (broadcasting).", commutative=True)
+register_binary("Sub", np.subtract, "y = x - y (broadcasting).")
+register_binary("Mul", np.multiply, "y = x * y (broadcasting).", commutative=True)
+register_binary("Div", _divide, "y = x / y (broadcasting); integers divide truncating toward zero.")
+register_binary("Min", np.minimum, "y = min(x, y) elementwise (NaN propagates).", allowed=ALL,
+                commutative=True)
+register_binary("Max", np.maximum, "y = max(x, y) elementwise (NaN propagates).", allowed=ALL,
+                commutative=True)
+register_binary("Equal", np.equal, "y = (x == y), a bool tensor.", allowed=ALL,
+                result=DataType.DT_BOOL, commutative=True)
+register_binary("Less", np.less, "y = (x < y), a bool tensor.", allowed=ALL,
+                result=DataType.DT_BOOL)
+register_binary("Greater", np.greater, "y = (x > y), a bool tensor.", allowed=ALL,
+                result=DataType.DT_BOOL)
+register_binary("LessOrEqual", np.less_equal, "y = (x <= y), a bool tensor.", allowed=ALL,
+                result=DataType.DT_BOOL)
+register_binary("GreaterOrEqual", np.greater_equal, "y = (x >= y), a bool tensor.", allowed=ALL,
+                result=DataType.DT_BOOL)
 
 
 def _infer_pow(ctx: InferenceContext) -> Sequence[TensorDesc]:
     ctx.require_dtypes(0, NUMERIC)
     ctx.require_dtypes(1, NUMERIC)
-    return [_broadcast_desc(ctx, (0, 1), ctx.dtype(0))]
+    return [broadcast_desc(ctx, (0, 1), ctx.dtype(0))]
+
+
+def _power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    if x.dtype.kind in "iu" and y.dtype.kind in "iu":
+        # exact integer powers; a negative exponent gives 1 / x ** -y truncated toward zero,
+        # which is x ** -y itself when that is 1 or -1, else 0
+        exponent = y.astype(np.int64)
+        magnitude = np.power(x.astype(np.int64), np.abs(exponent))
+        inverse = np.where(np.abs(magnitude) == 1, magnitude, 0)
+        return np.where(exponent < 0, inverse, magnitude)
+    if x.dtype.kind in "iu":
+        return np.trunc(np.power(x.astype(np.float64), y.astype(np.float64)))
+    wide = np.result_type(x.dtype, np.float32)
+    return np.power(x.astype(wide), y.astype(np.result_type(y.dtype, wide)))
 
 
 @register_op("Pow", inputs=["x", "y"], infer=_infer_pow, cost=flops_per_output(1),
              traits=_ELEMENTWISE)
 def pow_kernel(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """z = x ** y (broadcasting); the result has x's dtype."""
-    return _power(x, y)
+    """z = x ** y (broadcasting); the exponent may have another dtype; z has x's dtype."""
+    with np.errstate(all="ignore"):
+        return np.asarray(_power(x, y)).astype(x.dtype)
 
 
 # -- unary ------------------------------------------------------------------------------
 
-def _unary_infer(allowed: Sequence[DataType]) -> Callable[[InferenceContext], Sequence[TensorDesc]]:
+def _unary_infer(allowed: Sequence[DataType], result: Optional[DataType]
+                 ) -> Callable[[InferenceContext], Sequence[TensorDesc]]:
     def infer(ctx: InferenceContext) -> Sequence[TensorDesc]:
         ctx.require_dtypes(0, allowed)
-        return [ctx.input(0)]
+        desc = ctx.input(0)
+        return [desc if result is None else TensorDesc(desc.shape, result, desc.format)]
 
     return infer
 
 
-def _register_unary(op_type: str, function: Callable[..., np.ndarray], doc: str,
-                    allowed: Sequence[DataType] = FLOATS, flops: int = 1,
-                    attrs: Sequence[Attr] = ()) -> None:
-    def kernel(x: np.ndarray, **attrs: Any) -> np.ndarray:
-        return np.asarray(function(x, **attrs)).astype(x.dtype, copy=False)
+def register_unary(op_type: str, function: Callable[..., np.ndarray], doc: str,
+                   allowed: Sequence[DataType] = FLOATS, flops: int = 1,
+                   attrs: Sequence[Attr] = (), result: Optional[DataType] = None) -> None:
+    """Register an elementwise op ``y = function(x, **attrs)``.
+
+    The output has x's dtype, or ``result`` (e.g. bool for IsNaN). Floating-point
+    exceptions (overflow, invalid) give inf and NaN silently, as ONNX specifies.
+    """
+    out_dtype = None if result is None else result.np_dtype
+    traits = _ELEMENTWISE if result is None else (Trait.PURE, Trait.ELEMENTWISE)
+
+    def kernel(x: np.ndarray, **values: Any) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            answer = np.asarray(function(x, **values))
+        return answer.astype(out_dtype or x.dtype, copy=False)
 
     kernel.__doc__ = doc
     kernel.__name__ = f"{op_type.lower()}_kernel"
-    register_op(op_type, inputs=["x"], attrs=attrs, infer=_unary_infer(allowed),
-                cost=flops_per_output(flops), traits=_ELEMENTWISE)(kernel)
+    register_op(op_type, inputs=["x"], attrs=attrs, infer=_unary_infer(allowed, result),
+                cost=flops_per_output(flops), traits=traits)(kernel)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -156,46 +190,55 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return result
 
 
-_ERF_P = 0.3275911
-_ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 # Maclaurin coefficients of erf(x) / x in powers of x**2: 2/sqrt(pi) * (-1)^n / (n! (2n + 1))
 _ERF_SERIES = tuple(2 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1))
-                    for n in range(14))
+                    for n in range(40))
+_ERF_SERIES_LIMIT = 2.0  # below: the series; above: erfc's continued fraction
+_ERFC_FRACTION_DEPTH = 48
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
-    if x.dtype == np.float64:
-        return np.vectorize(math.erf, otypes=[np.float64])(x)
-    wide = x.astype(np.float64)
-    # |x| < 1: the Maclaurin series (relative error < 1e-12, exact near 0);
-    # elsewhere Abramowitz & Stegun 7.1.26 (absolute error < 1.5e-7 where erf >= 0.84).
-    square = wide * wide
-    series = np.zeros_like(wide)
+def erf(x: np.ndarray) -> np.ndarray:
+    """The Gauss error function, computed in float64 (relative error < 1e-15).
+
+    For |x| < 2 the Maclaurin series (exact near 0); above, 1 - erfc(|x|) with
+    erfc from its continued fraction ``e^-x^2 / sqrt(pi) / (x + (1/2) / (x + 1 / (x + ...)))``.
+    """
+    wide = np.asarray(x, np.float64)
+    result = np.empty_like(wide)
+    small = np.abs(wide) < _ERF_SERIES_LIMIT
+    near = wide[small]
+    square = near * near
+    series = np.zeros_like(near)
     for coefficient in reversed(_ERF_SERIES):
         series = series * square + coefficient
-    t = 1.0 / (1.0 + _ERF_P * np.abs(wide))
-    poly = t * (_ERF_A[0] + t * (_ERF_A[1] + t * (_ERF_A[2] + t * (_ERF_A[3] + t * _ERF_A[4]))))
-    tail = np.sign(wide) * (1.0 - poly * np.exp(-square))
-    return np.where(np.abs(wide) < 1.0, wide * series, tail)
+    result[small] = near * series
+    far = wide[~small]
+    magnitude = np.abs(far)
+    fraction = magnitude.copy()
+    for depth in range(_ERFC_FRACTION_DEPTH, 0, -1):
+        fraction = magnitude + (depth / 2) / fraction
+    complement = np.exp(-magnitude * magnitude) / math.sqrt(math.pi) / fraction
+    result[~small] = np.sign(far) * (1.0 - complement)
+    return result
 
 
-_register_unary("Relu", lambda x: np.maximum(x, x.dtype.type(0)), "y = max(x, 0).",
-                allowed=SIGNED)
-_register_unary("Sigmoid", _sigmoid, "y = 1 / (1 + exp(-x)).", flops=4)
-_register_unary("Sqrt", np.sqrt, "y = sqrt(x) (NaN for x < 0).")
-_register_unary("Exp", np.exp, "y = e ** x.")
-_register_unary("Log", np.log, "y = ln(x) (-inf at 0, NaN below).")
-_register_unary("Tanh", np.tanh, "y = tanh(x).")
-_register_unary("Erf", _erf, "y = erf(x), the Gauss error function.", flops=12)
-_register_unary("Neg", np.negative, "y = -x.", allowed=SIGNED)
-_register_unary("Abs", np.abs, "y = |x|.", allowed=NUMERIC)
-_register_unary("Reciprocal", np.reciprocal, "y = 1 / x.")
-_register_unary("Floor", np.floor, "y = floor(x).")
-_register_unary("Ceil", np.ceil, "y = ceil(x).")
-_register_unary(
+register_unary("Relu", lambda x: np.maximum(x, x.dtype.type(0)), "y = max(x, 0).",
+               allowed=SIGNED)
+register_unary("Sigmoid", _sigmoid, "y = 1 / (1 + exp(-x)).", flops=4)
+register_unary("Sqrt", np.sqrt, "y = sqrt(x) (NaN for x < 0).")
+register_unary("Exp", np.exp, "y = e ** x.")
+register_unary("Log", np.log, "y = ln(x) (-inf at 0, NaN below).")
+register_unary("Tanh", np.tanh, "y = tanh(x).")
+register_unary("Erf", erf, "y = erf(x), the Gauss error function.", flops=40)
+register_unary("Neg", np.negative, "y = -x.", allowed=SIGNED)
+register_unary("Abs", np.abs, "y = |x|.", allowed=NUMERIC)
+register_unary("Reciprocal", np.reciprocal, "y = 1 / x.")
+register_unary("Floor", np.floor, "y = floor(x).")
+register_unary("Ceil", np.ceil, "y = ceil(x).")
+register_unary(
     "LeakyRelu", lambda x, alpha: np.where(x >= 0, x, x * x.dtype.type(alpha)),
     "y = x if x >= 0 else alpha * x.", attrs=[Attr("alpha", AttrType.FLOAT, 0.01)], flops=2)
-_register_unary(
+register_unary(
     "HardSigmoid",
     lambda x, alpha, beta: np.clip(x * x.dtype.type(alpha) + x.dtype.type(beta), 0, 1),
     "y = max(0, min(1, alpha * x + beta)).",
@@ -230,7 +273,7 @@ def clip_kernel(x: np.ndarray, low: Optional[np.ndarray] = None,
 def _infer_where(ctx: InferenceContext) -> Sequence[TensorDesc]:
     ctx.require_dtypes(0, (DataType.DT_BOOL,), "a condition must be")
     dtype = ctx.require_same_dtype(1, 2)
-    return [_broadcast_desc(ctx, (0, 1, 2), dtype)]
+    return [broadcast_desc(ctx, (0, 1, 2), dtype)]
 
 
 @register_op("Where", inputs=["condition", "x", "y"], infer=_infer_where,
