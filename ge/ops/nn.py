@@ -1,5 +1,5 @@
-"""Neural-network ops: Conv2D, MaxPool, AvgPool, GlobalAveragePool, FusedBatchNorm,
-LayerNormalization, Softmax and LogSoftmax.
+"""Neural-network ops: Conv2D, MaxPool, MaxPoolWithArgmax, AvgPool, GlobalAveragePool,
+GlobalMaxPool, FusedBatchNorm, LayerNormalization, Softmax and LogSoftmax.
 
 Layouts follow the seed (section 4.2): activations are NHWC unless ``data_format`` says
 NCHW, and a convolution filter is HWIO ``[kh, kw, Cin/groups, Cout]`` for NHWC data or
@@ -20,17 +20,26 @@ Convolutions go through BLAS on an im2col view (``as_strided``), never a loop ov
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple, Optional
+from typing import Any, Optional
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from ge.errors import AttrError
-from ge.ir import Format, TensorDesc
+from ge.ir import DataType, Format, TensorDesc
 from ge.ir.tensor import Dim, Shape, is_static_dim, num_elements
 from ge.ops.core import channel_axis
 from ge.ops.elementwise import FLOATS
+from ge.ops.nn_window import (
+    AxisPlan,
+    Window,
+    conv_output_size,
+    effective_kernel,
+    grouped_product,
+    plan_axis,
+    same_padding,
+    window_counts,
+    window_view,
+)
 from ge.ops.registry import (
     REQUIRED,
     Attr,
@@ -51,75 +60,7 @@ PADDINGS = ("SAME", "VALID", "EXPLICIT")
 _LAYOUTS = (Format.NHWC, Format.NCHW)
 
 
-# -- shape arithmetic -------------------------------------------------------------------
-
-def effective_kernel(kernel: int, dilation: int = 1) -> int:
-    """The extent of a dilated window: ``(kernel - 1) * dilation + 1``."""
-    return (kernel - 1) * dilation + 1
-
-
-def same_padding(size: int, kernel: int, stride: int = 1, dilation: int = 1) -> tuple[int, int]:
-    """TensorFlow's SAME padding of one axis as ``(begin, end)``; the odd cell goes at the end.
-
-    The output has ``ceil(size / stride)`` cells, and the total padding is
-    ``max((out - 1) * stride + effective_kernel - size, 0)``.
-    """
-    out = -(-size // stride)
-    total = max((out - 1) * stride + effective_kernel(kernel, dilation) - size, 0)
-    return total // 2, total - total // 2
-
-
-def conv_output_size(size: int, kernel: int, stride: int = 1, dilation: int = 1,
-                     pads: tuple[int, int] = (0, 0), ceil_mode: bool = False) -> int:
-    """Output length of a window sliding over ``size`` cells padded by ``pads``.
-
-    ``floor((size + pads - effective_kernel) / stride) + 1``; with ``ceil_mode`` the
-    division rounds up, but (as ONNX and PyTorch do) a last window that would start
-    in the end padding is dropped. ``ValueError`` when the window exceeds the padded input.
-    """
-    span = size + pads[0] + pads[1] - effective_kernel(kernel, dilation)
-    if span < 0:
-        raise ValueError(f"a window of extent {effective_kernel(kernel, dilation)} does not fit "
-                         f"{size} cells padded by {list(pads)}")
-    if not ceil_mode:
-        return span // stride + 1
-    out = -(-span // stride) + 1
-    if (out - 1) * stride >= size + pads[0]:
-        out -= 1
-    return out
-
-
-class AxisPlan(NamedTuple):
-    """How one spatial axis is windowed: output length and the padding to apply."""
-
-    output: int
-    pad_begin: int
-    pad_end: int
-    overhang: int = 0  # cells past pad_end that a ceil-mode last window reaches
-
-
-@dataclass(frozen=True)
-class Window:
-    """Resolved 2-D window attributes (height first, then width)."""
-
-    strides: tuple[int, int]
-    dilations: tuple[int, int]
-    padding: str  # SAME, VALID or EXPLICIT
-    pads: tuple[int, int, int, int]  # top, bottom, left, right
-    ceil_mode: bool = False
-
-
-def plan_axis(window: Window, axis: int, size: int, kernel: int) -> AxisPlan:
-    """The output length and padding of spatial ``axis`` (0: height, 1: width)."""
-    stride, dilation = window.strides[axis], window.dilations[axis]
-    if window.padding == "SAME":
-        begin, end = same_padding(size, kernel, stride, dilation)
-        return AxisPlan(-(-size // stride), begin, end)
-    begin, end = window.pads[2 * axis], window.pads[2 * axis + 1]
-    out = conv_output_size(size, kernel, stride, dilation, (begin, end), window.ceil_mode)
-    overhang = max((out - 1) * stride + effective_kernel(kernel, dilation) - size - begin - end, 0)
-    return AxisPlan(out, begin, end, overhang)
-
+# -- window attributes ------------------------------------------------------------------
 
 def _pair(values: Optional[Sequence[int]], layout: Format, name: str) -> tuple[int, int]:
     if values is None:
@@ -231,17 +172,7 @@ def _from_nhwc(y: np.ndarray, layout: Format, dtype: np.dtype) -> np.ndarray:
 def _windows(x: np.ndarray, window: Window, kernel: tuple[int, int], fill: float
              ) -> np.ndarray:
     """A read-only ``[N, Ho, Wo, kh, kw, C]`` view of the windows over NHWC ``x``."""
-    rows = plan_axis(window, 0, x.shape[1], kernel[0])
-    cols = plan_axis(window, 1, x.shape[2], kernel[1])
-    widths = ((0, 0), (rows.pad_begin, rows.pad_end + rows.overhang),
-              (cols.pad_begin, cols.pad_end + cols.overhang), (0, 0))
-    if any(any(pair) for pair in widths):
-        x = np.pad(x, widths, constant_values=fill)
-    sn, sh, sw, sc = x.strides
-    (stride_h, stride_w), (dil_h, dil_w) = window.strides, window.dilations
-    shape = (x.shape[0], rows.output, cols.output, kernel[0], kernel[1], x.shape[3])
-    steps = (sn, sh * stride_h, sw * stride_w, sh * dil_h, sw * dil_w, sc)
-    return as_strided(x, shape, steps, writeable=False)
+    return window_view(x, window, kernel, fill)
 
 
 # -- Conv2D -----------------------------------------------------------------------------
@@ -300,25 +231,6 @@ def _conv_cost(ctx: InferenceContext, outputs: Sequence[TensorDesc]) -> Cost:
     return Cost(flops, data + out_elements * outputs[0].dtype.itemsize)
 
 
-def _grouped_product(windows: np.ndarray, hwio: np.ndarray, groups: int) -> np.ndarray:
-    """``[N, Ho, Wo, Cout]`` from ``[N, Ho, Wo, kh, kw, C]`` windows and an HWIO filter."""
-    if groups == 1:
-        return np.tensordot(windows, hwio, axes=([3, 4, 5], [0, 1, 2]))
-    n, out_h, out_w, kh, kw, channels = windows.shape
-    per_group, per_out = channels // groups, hwio.shape[3] // groups
-    if per_group == 1:  # depthwise: one multiply-add per tap, over all pixels at once
-        taps = hwio.reshape(kh, kw, groups, per_out)
-        result = np.zeros((n, out_h, out_w, groups, per_out), windows.dtype)
-        for i in range(kh):
-            for j in range(kw):
-                result += windows[:, :, :, i, j, :, None] * taps[i, j]
-        return result.reshape(n, out_h, out_w, groups * per_out)
-    weights = hwio.reshape(kh, kw, per_group, groups, per_out)
-    parts = [np.tensordot(windows[..., g * per_group:(g + 1) * per_group], weights[:, :, :, g],
-                          axes=([3, 4, 5], [0, 1, 2])) for g in range(groups)]  # BLAS per group
-    return np.concatenate(parts, axis=-1)
-
-
 @register_op(
     "Conv2D",
     inputs=["input", "filter", Input("bias", optional=True, doc="1-D, Cout")],
@@ -343,7 +255,7 @@ def conv2d_kernel(x: np.ndarray, weights: np.ndarray, bias: Optional[np.ndarray]
     if _filter_format(attrs) == "OIHW":
         hwio = hwio.transpose(2, 3, 1, 0)
     windows = _windows(nhwc, resolve_window(attrs), hwio.shape[:2], 0.0)
-    result = _grouped_product(windows, hwio, attrs["groups"])
+    result = grouped_product(windows, hwio, attrs["groups"])
     if bias is not None:
         result = result + bias.astype(result.dtype, copy=False)
     return _from_nhwc(result, layout, x.dtype)
@@ -351,8 +263,11 @@ def conv2d_kernel(x: np.ndarray, weights: np.ndarray, bias: Optional[np.ndarray]
 
 # -- pooling ----------------------------------------------------------------------------
 
+_MAX_POOL_TYPES = FLOATS + (DataType.DT_INT8, DataType.DT_UINT8)
+
+
 def _infer_pool(ctx: InferenceContext) -> Sequence[TensorDesc]:
-    ctx.require_dtypes(0, FLOATS)
+    ctx.require_dtypes(0, FLOATS if ctx.schema.op_type == "AvgPool" else _MAX_POOL_TYPES)
     ctx.require_rank(0, 4)
     layout = ctx.attr("data_format")
     try:
@@ -375,6 +290,8 @@ def _pool_cost(ctx: InferenceContext, outputs: Sequence[TensorDesc]) -> Cost:
 def _pool_attrs(extra: Sequence[Attr] = ()) -> list[Attr]:
     return [Attr("ksize", AttrType.INTS, REQUIRED, check=_check_count("ksize"),
                  doc="4 values in data_format order or [k_h, k_w]")] + _window_attrs() + [
+        Attr("dilations", AttrType.INTS, None, check=_check_count("dilations"),
+             doc="4 values in data_format order or [d_h, d_w]; default 1"),
         Attr("ceil_mode", AttrType.BOOL, False,
              doc="round the output size up (ONNX); ignored for SAME padding"),
         *extra]
@@ -396,22 +313,49 @@ def max_pool_kernel(x: np.ndarray, **attrs: Any) -> np.ndarray:
     return _from_nhwc(windows.max(axis=(3, 4)), attrs["data_format"], x.dtype)
 
 
-def _window_counts(window: Window, kernel: tuple[int, int], size: tuple[int, int],
-                   include_pad: bool, dtype: np.dtype) -> np.ndarray:
-    """How many cells of each window are counted: input cells, and pads if ``include_pad``."""
-    rows = plan_axis(window, 0, size[0], kernel[0])
-    cols = plan_axis(window, 1, size[1], kernel[1])
-    mask = np.zeros((1, size[0] + rows.pad_begin + rows.pad_end + rows.overhang,
-                     size[1] + cols.pad_begin + cols.pad_end + cols.overhang, 1), dtype)
-    if include_pad:  # the declared padding counts; a ceil-mode overhang never does
-        mask[:, :size[0] + rows.pad_begin + rows.pad_end,
-             :size[1] + cols.pad_begin + cols.pad_end] = 1
+def _infer_pool_with_argmax(ctx: InferenceContext) -> Sequence[TensorDesc]:
+    (output,) = _infer_pool(ctx)
+    return [output, TensorDesc(output.shape, DataType.DT_INT64, output.format)]
+
+
+def _flat_argmax(windows: np.ndarray, window: Window, x_shape: tuple[int, ...],
+                 attrs: dict[str, Any]) -> np.ndarray:
+    """The flat input index (in the data's own layout) of each window's maximum."""
+    n, out_h, out_w, kh, kw, channels = windows.shape
+    taps = np.argmax(windows.reshape(n, out_h, out_w, kh * kw, channels), axis=3)
+    rows_plan = plan_axis(window, 0, x_shape[0], kh)
+    cols_plan = plan_axis(window, 1, x_shape[1], kw)
+    rows = (np.arange(out_h)[:, None, None] * window.strides[0] - rows_plan.pad_begin
+            + (taps // kw) * window.dilations[0])
+    cols = (np.arange(out_w)[None, :, None] * window.strides[1] - cols_plan.pad_begin
+            + (taps % kw) * window.dilations[1])
+    height, width = x_shape
+    batch = np.arange(n)[:, None, None, None] if attrs["include_batch_in_index"] else 0
+    channel = np.arange(channels)
+    pixel = rows + cols * height if attrs["storage_order"] else rows * width + cols
+    if attrs["data_format"] is Format.NCHW:
+        flat = (batch * channels + channel) * (height * width) + pixel
     else:
-        mask[:, rows.pad_begin:rows.pad_begin + size[0],
-             cols.pad_begin:cols.pad_begin + size[1]] = 1
-    unpadded = Window(window.strides, window.dilations, "VALID", (0, 0, 0, 0))
-    counts = _windows(mask, unpadded, kernel, 0.0).sum(axis=(3, 4))
-    return np.maximum(counts, 1)
+        flat = (batch * (height * width) + pixel) * channels + channel
+    return flat.astype(np.int64)
+
+
+@register_op("MaxPoolWithArgmax", inputs=["input"], outputs=("output", "argmax"),
+             attrs=_pool_attrs([Attr("include_batch_in_index", AttrType.BOOL, False,
+                                     doc="count whole samples in the flat index (ONNX)"),
+                                Attr("storage_order", AttrType.INT, 0, choices=(0, 1),
+                                     doc="1: pixels count column-major (ONNX)")]),
+             infer=_infer_pool_with_argmax, cost=_pool_cost)
+def max_pool_with_argmax_kernel(x: np.ndarray, **attrs: Any) -> tuple[np.ndarray, np.ndarray]:
+    """MaxPool that also gives where each maximum came from: its index in the input
+    flattened in data_format order (the first maximum of a window on ties; padding never
+    wins), with the batch counted only if ``include_batch_in_index``."""
+    windows, window, _ = _pool_windows(x, attrs, -np.inf)
+    layout = attrs["data_format"]
+    size = (x.shape[2], x.shape[3]) if layout is Format.NCHW else (x.shape[1], x.shape[2])
+    flat = _flat_argmax(windows, window, size, attrs)
+    return (_from_nhwc(windows.max(axis=(3, 4)), layout, x.dtype),
+            _from_nhwc(flat, layout, np.dtype(np.int64)))
 
 
 @register_op("AvgPool", inputs=["input"],
@@ -424,7 +368,7 @@ def avg_pool_kernel(x: np.ndarray, **attrs: Any) -> np.ndarray:
     windows, window, kernel = _pool_windows(x, attrs, 0.0)
     layout = attrs["data_format"]
     size = (x.shape[2], x.shape[3]) if layout is Format.NCHW else (x.shape[1], x.shape[2])
-    counts = _window_counts(window, kernel, size, attrs["count_include_pad"], windows.dtype)
+    counts = window_counts(window, kernel, size, attrs["count_include_pad"], windows.dtype)
     return _from_nhwc(windows.sum(axis=(3, 4)) / counts, layout, x.dtype)
 
 
@@ -461,6 +405,15 @@ def global_average_pool_kernel(x: np.ndarray, *, data_format: Format) -> np.ndar
     axes = _spatial_axes(data_format, x.ndim)
     mean = x.astype(_compute_dtype(x.dtype), copy=False).mean(axis=axes, keepdims=True)
     return mean.astype(x.dtype, copy=False)
+
+
+@register_op("GlobalMaxPool", inputs=["x"],
+             attrs=[Attr("data_format", AttrType.FORMAT, Format.NCHW, choices=_LAYOUTS,
+                         doc="NCHW (ONNX, the default) or NHWC")],
+             infer=_infer_global_pool, cost=_global_pool_cost)
+def global_max_pool_kernel(x: np.ndarray, *, data_format: Format) -> np.ndarray:
+    """The maximum over every spatial axis, kept as size-1 dimensions ([N,C,1,1] for NCHW)."""
+    return np.max(x, axis=_spatial_axes(data_format, x.ndim), keepdims=True)
 
 
 # -- FusedBatchNorm ---------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Reductions over axes: ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd (ONNX 18).
+"""Reductions over axes (ONNX 18): ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd,
+ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp and ReduceSumSquare.
 
 The axes arrive as an optional integer input, not an attribute. When they are
 absent or empty the op reduces every axis, unless ``noop_with_empty_axes`` is
@@ -24,6 +25,7 @@ NUMERIC = FLOATS + (DataType.DT_INT8, DataType.DT_INT16, DataType.DT_INT32, Data
                     DataType.DT_UINT8, DataType.DT_UINT16, DataType.DT_UINT32,
                     DataType.DT_UINT64)
 AXES_DTYPES = (DataType.DT_INT64, DataType.DT_INT32)
+ORDERED = NUMERIC + (DataType.DT_BOOL,)  # ReduceMax and ReduceMin also take bool
 
 _HALF_KINDS = ("float16", "bfloat16")
 
@@ -67,12 +69,7 @@ def _infer_reduce(allowed: Sequence[DataType]) -> Callable[[InferenceContext], l
         keepdims = bool(ctx.attr("keepdims"))
         axes = _constant_axes(ctx)
         if axes is None:
-            if not keepdims:
-                raise ctx.fail("the axes input must be a constant when keepdims=0: "
-                               "without its values the output rank is unknown")
-            # every dimension may or may not be reduced; a size of 1 stays 1 either way
-            shape: Shape = tuple(1 if dim == 1 else -1 for dim in desc.shape)
-            return [TensorDesc(shape, desc.dtype)]
+            return [TensorDesc(_unknown_axes_shape(ctx, keepdims), desc.dtype)]
         if not axes:
             if ctx.attr("noop_with_empty_axes"):
                 return [TensorDesc(desc.shape, desc.dtype, desc.format)]
@@ -80,6 +77,24 @@ def _infer_reduce(allowed: Sequence[DataType]) -> Callable[[InferenceContext], l
         return [TensorDesc(reduced_shape(desc.shape, axes, keepdims), desc.dtype)]
 
     return infer
+
+
+def _unknown_axes_shape(ctx: InferenceContext, keepdims: bool) -> Shape:
+    """The output shape when the axes are a run-time input: every dimension may be reduced.
+
+    With ``keepdims`` the rank stays and a size of 1 stays 1; without it the rank drops by
+    the (static, non-zero) length of the axes input, which must then be known.
+    """
+    shape = ctx.shape(0)
+    if keepdims:
+        return tuple(1 if dim == 1 else -1 for dim in shape)
+    count = ctx.shape(1)[0] if len(ctx.shape(1)) == 1 else 1
+    if not isinstance(count, int) or count < 1:
+        raise ctx.fail("with keepdims=0 the axes input must be a constant or have a static, "
+                       "non-zero length: without it the output rank is unknown")
+    if count > len(shape):
+        raise ctx.fail(f"{count} axes given for x of shape {list(shape)}")
+    return tuple([-1] * (len(shape) - count))
 
 
 def _reduce_cost(ctx: InferenceContext, outputs: Sequence[TensorDesc]) -> Cost:
@@ -121,10 +136,14 @@ def _prod(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
 
 
 def _lowest(dtype: np.dtype) -> Any:
+    if dtype.kind == "b":
+        return False
     return np.iinfo(dtype).min if dtype.kind in "iu" else -np.inf
 
 
 def _highest(dtype: np.dtype) -> Any:
+    if dtype.kind == "b":
+        return True
     return np.iinfo(dtype).max if dtype.kind in "iu" else np.inf
 
 
@@ -137,10 +156,46 @@ def _min(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
     return np.min(x, axis=axes, keepdims=keepdims, initial=_highest(x.dtype))
 
 
+def _float(x: np.ndarray) -> np.ndarray:
+    """x in the precision a non-linear reduction computes in (float64 for integers)."""
+    return x.astype(np.float64) if x.dtype.kind in "iub" else _widened(x)
+
+
+def _l1(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+    wide = _widened(x)
+    return np.sum(np.abs(wide), axis=axes, keepdims=keepdims, dtype=wide.dtype)
+
+
+def _sum_square(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+    wide = _widened(x)
+    return np.sum(wide * wide, axis=axes, keepdims=keepdims, dtype=wide.dtype)
+
+
+def _l2(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+    wide = _float(x)
+    return np.sqrt(np.sum(wide * wide, axis=axes, keepdims=keepdims))
+
+
+def _log_sum(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):  # an empty or zero sum gives -inf
+        return np.log(np.sum(_float(x), axis=axes, keepdims=keepdims))
+
+
+def _log_sum_exp(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+    wide = _float(x)
+    shift = np.max(wide, axis=axes, keepdims=True, initial=-np.inf)
+    shift = np.where(np.isfinite(shift), shift, 0.0)  # all -inf, +inf or empty: no shift
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        total = np.sum(np.exp(wide - shift), axis=axes, keepdims=True)
+        result = np.log(total) + shift
+    return result if keepdims else np.squeeze(result, axis=axes)
+
+
 Reducer = Callable[[np.ndarray, tuple[int, ...], bool], np.ndarray]
 
 
-def _register_reduce(op_type: str, reducer: Reducer, doc: str) -> None:
+def _register_reduce(op_type: str, reducer: Reducer, doc: str,
+                     allowed: Sequence[DataType] = NUMERIC) -> None:
     def kernel(x: np.ndarray, axes: Optional[np.ndarray] = None, *, keepdims: int = 1,
                noop_with_empty_axes: int = 0) -> np.ndarray:
         chosen = _kernel_axes(x, axes, noop_with_empty_axes)
@@ -159,7 +214,7 @@ def _register_reduce(op_type: str, reducer: Reducer, doc: str) -> None:
             Attr("noop_with_empty_axes", AttrType.INT, 0, choices=(0, 1),
                  doc="1: empty axes return x unchanged; 0: empty axes reduce everything"),
         ],
-        infer=_infer_reduce(NUMERIC),
+        infer=_infer_reduce(allowed),
         cost=_reduce_cost,
     )(kernel)
 
@@ -170,8 +225,18 @@ _register_reduce("ReduceMean", _mean,
                  "means truncate toward zero).")
 _register_reduce("ReduceMax", _max,
                  "y = the maximum of x over axes (NaN propagates; an empty reduction gives "
-                 "the lowest value).")
+                 "the lowest value; for bool, any).", ORDERED)
 _register_reduce("ReduceMin", _min,
                  "y = the minimum of x over axes (NaN propagates; an empty reduction gives "
-                 "the highest value).")
+                 "the highest value; for bool, all).", ORDERED)
 _register_reduce("ReduceProd", _prod, "y = the product of x over axes.")
+_register_reduce("ReduceL1", _l1, "y = the sum of |x| over axes (0 for an empty reduction).")
+_register_reduce("ReduceL2", _l2,
+                 "y = sqrt(the sum of x * x over axes); integers compute in float64 and "
+                 "truncate.")
+_register_reduce("ReduceSumSquare", _sum_square, "y = the sum of x * x over axes.")
+_register_reduce("ReduceLogSum", _log_sum,
+                 "y = log(the sum of x over axes); an empty reduction gives -inf.")
+_register_reduce("ReduceLogSumExp", _log_sum_exp,
+                 "y = log(the sum of exp(x) over axes), computed shifted by the maximum so "
+                 "that it does not overflow; an empty reduction gives -inf.")

@@ -2,8 +2,12 @@
 
 Convolutions, pools and batch normalization become the seed's ``Conv2D``,
 ``MaxPool``, ``AvgPool`` and ``FusedBatchNorm`` in NCHW (filters OIHW, as ONNX
-holds them). Attributes that older opsets carried and newer ones take as inputs
-(axes, pads, split sizes, clip bounds) become constant inputs.
+holds them); 1-D windows run as 2-D ones with a unit height, 3-D ones as ``Conv3D``,
+``MaxPool3D`` and ``AvgPool3D`` in NCDHW; a MaxPool whose Indices are used becomes
+``MaxPoolWithArgmax``; training-mode BatchNormalization and Dropout become
+``BatchNormalizationTraining`` and the random ``Dropout``. Attributes that older
+opsets carried and newer ones take as inputs (axes, pads, split sizes, clip bounds)
+become constant inputs.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import numpy as np
 from ge.frontends.onnx.context import NodeContext, direct_translation, translator
 from ge.frontends.onnx.dtypes import from_onnx_dtype
 from ge.ir import Format, Tensor, Value
+from ge.ops.nn_window import onnx_pads
 
 Outputs = Sequence[Optional[Value]]
 
@@ -40,7 +45,7 @@ def constant(ctx: NodeContext) -> Outputs:
 def cast(ctx: NodeContext) -> Outputs:
     """``Cast(to=T)`` becomes ``Cast(dtype=T)``."""
     dtype = from_onnx_dtype(ctx.attr("to"), f"ONNX Cast node {ctx.name!r}")
-    return ctx.op("Cast", ctx.inputs[:1], {"dtype": dtype}).outputs
+    return ctx.op("Cast", ctx.inputs[:1], _cast_attrs(ctx, dtype)).outputs
 
 
 @translator("CastLike")
@@ -48,7 +53,15 @@ def cast_like(ctx: NodeContext) -> Outputs:
     """``CastLike(x, target)`` becomes ``Cast`` to the target's dtype."""
     target = ctx.input(1)
     assert target is not None
-    return ctx.op("Cast", ctx.inputs[:1], {"dtype": target.dtype}).outputs
+    return ctx.op("Cast", ctx.inputs[:1], _cast_attrs(ctx, target.dtype)).outputs
+
+
+def _cast_attrs(ctx: NodeContext, dtype: Any) -> dict[str, Any]:
+    """``Cast``'s attributes: the target, and ONNX's ``saturate`` and ``round_mode``."""
+    attrs = {"dtype": dtype, "saturate": bool(ctx.attr("saturate", 1))}
+    if "round_mode" in ctx.attrs:
+        attrs["round_mode"] = ctx.attr("round_mode")
+    return attrs
 
 
 # -- windows: Conv, MaxPool, AveragePool ------------------------------------------------
@@ -60,28 +73,24 @@ def _spatial_rank(ctx: NodeContext) -> int:
 
 
 def _explicit_pads(ctx: NodeContext, kernel: Sequence[int], strides: Sequence[int],
-                   dilations: Sequence[int]) -> tuple[Optional[str], list[int]]:
-    """ONNX padding as (GE padding mode, GE pads [top, bottom, left, right])."""
+                   dilations: Sequence[int]) -> tuple[str, list[int]]:
+    """ONNX padding as (GE padding mode, GE pads: begin and end of each axis in turn)."""
     auto_pad = ctx.attr("auto_pad", "NOTSET")
+    rank = len(kernel)
     if auto_pad == "VALID":
-        return "VALID", [0, 0, 0, 0]
+        return "VALID", [0] * (2 * rank)
     if auto_pad == "SAME_UPPER":
-        return "SAME", [0, 0, 0, 0]
+        return "SAME", [0] * (2 * rank)
     if auto_pad == "SAME_LOWER":
         x = ctx.input(0)
         assert x is not None
         sizes = x.shape[2:]
         if not all(isinstance(s, int) and s >= 0 for s in sizes):
             raise ctx.unsupported("auto_pad SAME_LOWER needs static spatial sizes")
-        pads = []
-        for size, k, s, d in zip(sizes, kernel, strides, dilations):
-            assert isinstance(size, int)
-            out = -(-size // s)
-            total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
-            pads.append((total - total // 2, total // 2))
-        return "EXPLICIT", [pads[0][0], pads[0][1], pads[1][0], pads[1][1]]
-    onnx_pads = list(ctx.attr("pads", [0] * 4))
-    return "EXPLICIT", [onnx_pads[0], onnx_pads[2], onnx_pads[1], onnx_pads[3]]
+        pads = onnx_pads("SAME_LOWER", [int(s) for s in sizes], kernel, strides, dilations, [])
+    else:
+        pads = list(ctx.attr("pads", [0] * (2 * rank)))
+    return "EXPLICIT", [p for axis in range(rank) for p in (pads[axis], pads[rank + axis])]
 
 
 def _to_2d(ctx: NodeContext, value: Value) -> Value:
@@ -94,25 +103,29 @@ def _from_2d(ctx: NodeContext, value: Value) -> Value:
 
 
 def _window(ctx: NodeContext, kernel: list[int]) -> dict[str, Any]:
+    """GE window attributes of an ONNX node; a 1-D window becomes 2-D with a unit height."""
     rank = len(kernel)
     strides = list(ctx.attr("strides", [1] * rank))
     dilations = list(ctx.attr("dilations", [1] * rank))
+    padding, pads = _explicit_pads(ctx, kernel, strides, dilations)
     if rank == 1:
         kernel, strides, dilations = [1] + kernel, [1] + strides, [1] + dilations
-        pads_1d = list(ctx.attr("pads", [0, 0]))
-        if ctx.attr("auto_pad", "NOTSET") == "NOTSET":
-            ctx.attrs["pads"] = [0, pads_1d[0], 0, pads_1d[1]]
-    padding, pads = _explicit_pads(ctx, kernel, strides, dilations)
+        pads = [0, 0] + pads
     return {"strides": strides, "dilations": dilations, "padding": padding,
             "pads": pads if padding == "EXPLICIT" else None, "ksize": kernel}
 
 
+def _layout(rank: int) -> Any:
+    return "NCDHW" if rank == 3 else Format.NCHW
+
+
 @translator("Conv")
 def conv(ctx: NodeContext) -> Outputs:
-    """``Conv`` (1-D or 2-D) becomes ``Conv2D`` in NCHW with an OIHW filter."""
+    """``Conv`` becomes ``Conv2D`` (1-D and 2-D) or ``Conv3D`` in channels-first layout with
+    an OIHW / OIDHW filter."""
     rank = _spatial_rank(ctx)
-    if rank not in (1, 2):
-        raise ctx.unsupported(f"{rank}-D convolution is not supported (1-D and 2-D are)")
+    if rank not in (1, 2, 3):
+        raise ctx.unsupported(f"{rank}-D convolution is not supported (1-D to 3-D are)")
     weight = ctx.input(1)
     assert weight is not None
     kernel = list(ctx.attr("kernel_shape", weight.shape[2:]))
@@ -123,54 +136,58 @@ def conv(ctx: NodeContext) -> Outputs:
         x, w = _to_2d(ctx, x), _to_2d(ctx, w)
     attrs = {"strides": window["strides"], "dilations": window["dilations"],
              "padding": window["padding"], "pads": window["pads"],
-             "groups": ctx.attr("group", 1), "data_format": Format.NCHW,
-             "filter_format": "OIHW"}
-    out = ctx.value("Conv2D", [x, w, ctx.input(2)], attrs)
+             "groups": ctx.attr("group", 1), "data_format": _layout(rank),
+             "filter_format": "OIDHW" if rank == 3 else "OIHW"}
+    out = ctx.value("Conv3D" if rank == 3 else "Conv2D", [x, w, ctx.input(2)], attrs)
     return [_from_2d(ctx, out) if rank == 1 else out]
 
 
 def _pool(ctx: NodeContext, op_type: str) -> Outputs:
     rank = _spatial_rank(ctx)
-    if rank not in (1, 2):
-        raise ctx.unsupported(f"{rank}-D pooling is not supported (1-D and 2-D are)")
-    if ctx.wants_output(1):
-        raise ctx.unsupported("the Indices output is not supported")
-    if ctx.attr("storage_order", 0):
-        raise ctx.unsupported("storage_order=1 is not supported")
+    if rank not in (1, 2, 3):
+        raise ctx.unsupported(f"{rank}-D pooling is not supported (1-D to 3-D are)")
+    with_indices = ctx.wants_output(1)
+    if with_indices and rank != 2:
+        raise ctx.unsupported("the Indices output is supported for 2-D pooling only")
     window = _window(ctx, list(ctx.attr("kernel_shape")))
-    if any(d != 1 for d in window["dilations"]):
-        raise ctx.unsupported("dilated pooling is not supported")
-    attrs: dict[str, Any] = {"ksize": window["ksize"], "strides": window["strides"],
-                             "padding": window["padding"], "pads": window["pads"],
-                             "data_format": Format.NCHW,
+    attrs: dict[str, Any] = {**window, "data_format": _layout(rank),
                              "ceil_mode": bool(ctx.attr("ceil_mode", 0))}
     if op_type == "AvgPool":
         attrs["count_include_pad"] = bool(ctx.attr("count_include_pad", 0))
+    if with_indices:
+        op_type, attrs["include_batch_in_index"] = "MaxPoolWithArgmax", True
+        attrs["storage_order"] = ctx.attr("storage_order", 0)
+    elif rank == 3:
+        op_type += "3D"
     x = ctx.input(0)
     assert x is not None
     if rank == 1:
         x = _to_2d(ctx, x)
-    out = ctx.value(op_type, [x], attrs)
-    return [_from_2d(ctx, out) if rank == 1 else out]
+    outputs = ctx.op(op_type, [x], attrs).outputs
+    return [_from_2d(ctx, v) for v in outputs] if rank == 1 else outputs
 
 
 @translator("MaxPool")
 def max_pool(ctx: NodeContext) -> Outputs:
-    """``MaxPool`` (1-D or 2-D) becomes the seed's ``MaxPool`` in NCHW."""
+    """``MaxPool`` becomes the seed's ``MaxPool`` (1-D and 2-D), ``MaxPool3D``, or
+    ``MaxPoolWithArgmax`` when its Indices output is used."""
     return _pool(ctx, "MaxPool")
 
 
 @translator("AveragePool")
 def average_pool(ctx: NodeContext) -> Outputs:
-    """``AveragePool`` becomes ``AvgPool`` in NCHW."""
+    """``AveragePool`` becomes ``AvgPool`` (1-D and 2-D) or ``AvgPool3D``."""
     return _pool(ctx, "AvgPool")
 
 
 @translator("BatchNormalization")
 def batch_normalization(ctx: NodeContext) -> Outputs:
-    """Inference ``BatchNormalization`` becomes ``FusedBatchNorm`` in NCHW."""
-    if ctx.attr("training_mode", 0) or any(ctx.wants_output(i) for i in (1, 2)):
-        raise ctx.unsupported("training mode is not supported (inference only)")
+    """Inference ``BatchNormalization`` becomes ``FusedBatchNorm`` in NCHW; training mode
+    (``training_mode=1``, or before opset 14 any statistics output asked for) becomes
+    ``BatchNormalizationTraining``."""
+    if ctx.attr("training_mode", 0) or any(ctx.wants_output(i) for i in range(1, 5)):
+        attrs = {"epsilon": ctx.attr("epsilon", 1e-5), "momentum": ctx.attr("momentum", 0.9)}
+        return ctx.op("BatchNormalizationTraining", ctx.inputs[:5], attrs).outputs
     x = ctx.input(0)
     assert x is not None
     layout = Format.NCHW if len(x.shape) > 2 else Format.ND
@@ -180,12 +197,14 @@ def batch_normalization(ctx: NodeContext) -> Outputs:
 
 @translator("Dropout")
 def dropout(ctx: NodeContext) -> Outputs:
-    """Inference ``Dropout`` is the identity; its mask, when asked for, is all true."""
+    """Inference ``Dropout`` (no training_mode, or a constant false) is the identity; its
+    mask, when asked for, is all true. Otherwise it is the registry's random ``Dropout``."""
     x = ctx.input(0)
     assert x is not None
     training = ctx.constant_input(2)
-    if training is not None and bool(training.reshape(-1)[0]):
-        raise ctx.unsupported("training_mode=True is not supported")
+    if ctx.input(2) is not None and (training is None or bool(training.reshape(-1)[0])):
+        inputs = [x, ctx.input(1), ctx.input(2)]
+        return ctx.op("Dropout", inputs, {"seed": ctx.attr("seed")}).outputs
     outputs: list[Optional[Value]] = [ctx.value("Identity", [x])]
     if ctx.wants_output(1):
         shape = ctx.value("Shape", [x])
@@ -221,6 +240,12 @@ def log_softmax(ctx: NodeContext) -> Outputs:
     return _softmax(ctx, "LogSoftmax")
 
 
+@translator("Hardmax")
+def hardmax(ctx: NodeContext) -> Outputs:
+    """``Hardmax``; before opset 13 over the input flattened to 2-D at ``axis``."""
+    return _softmax(ctx, "Hardmax")
+
+
 # -- attributes that became inputs ------------------------------------------------------
 
 def _attribute_as_input(ctx: NodeContext, attribute: str, position: int,
@@ -241,7 +266,8 @@ def squeeze(ctx: NodeContext) -> Outputs:
     return direct_translation(ctx)
 
 
-@translator("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd")
+@translator("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+            "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
 def reduce(ctx: NodeContext) -> Outputs:
     """Reductions; before opset 18 (13 for ReduceSum) the axes were an attribute."""
     _attribute_as_input(ctx, "axes", 1)
