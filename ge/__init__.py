@@ -14,7 +14,7 @@ from ge.session import Session
 __version__ = "0.1.0"
 
 
-def parse_onnx(model, *, name=None):  # type: ignore[no-untyped-def]
+def parse_onnx(model, *, name=None):
     """Translate an ONNX model (path, bytes or ``onnx.ModelProto``) into a ``ge.Graph``.
 
     Needs the ``onnx`` extra. See ``ge.frontends.onnx.parse_onnx``.
@@ -24,7 +24,7 @@ def parse_onnx(model, *, name=None):  # type: ignore[no-untyped-def]
     return parse(model, name=name)
 
 
-def export_onnx(graph, path=None, **options):  # type: ignore[no-untyped-def]
+def export_onnx(graph, path=None, **options):
     """Write ``graph`` as an ONNX model to ``path`` (and return the ``onnx.ModelProto``).
 
     Needs the ``onnx`` extra. See ``ge.frontends.onnx.export_onnx``.

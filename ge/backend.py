@@ -32,7 +32,7 @@ class GEBackendRep(BackendRep):
         self.input_names = [name for name, _ in session.get_inputs()]
         self.output_names = [name for name, _ in session.get_outputs()]
 
-    def run(self, inputs: Any, **kwargs: Any) -> list[np.ndarray]:
+    def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         """Run once. ``inputs`` is a list in input order, a dict by name, or one array."""
         if isinstance(inputs, Mapping):
             feed = dict(inputs)
@@ -41,7 +41,7 @@ class GEBackendRep(BackendRep):
                 inputs = [inputs]
             feed = dict(zip(self.input_names, inputs))
         results = self.session.run(feed)
-        return [results[name] for name in self.output_names]
+        return tuple(results[name] for name in self.output_names)
 
 
 class GEBackend(Backend):
@@ -61,14 +61,14 @@ class GEBackend(Backend):
 
     @classmethod
     def run_model(cls, model: Any, inputs: Any, device: str = "CPU",
-                  **kwargs: Any) -> list[np.ndarray]:
+                  **kwargs: Any) -> tuple[np.ndarray, ...]:
         """Prepare and run once."""
         return cls.prepare(model, device, **kwargs).run(inputs)
 
     @classmethod
     def run_node(cls, node: onnx.NodeProto, inputs: Sequence[np.ndarray], device: str = "CPU",
                  outputs_info: Optional[Sequence[tuple[Any, Any]]] = None,
-                 **kwargs: Any) -> list[np.ndarray]:
+                 **kwargs: Any) -> tuple[np.ndarray, ...]:
         """Run one ONNX node on ``inputs``, by wrapping it in a model."""
         from onnx import helper
 

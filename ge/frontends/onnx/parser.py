@@ -82,7 +82,7 @@ def _upgrade(proto: onnx.ModelProto) -> onnx.ModelProto:
     try:
         from onnx import version_converter
 
-        return version_converter.convert_model(proto, MIN_OPSET)
+        return version_converter.convert_version(proto, MIN_OPSET)
     except Exception as error:  # noqa: BLE001 - the converter raises many kinds
         raise UnsupportedOpError(f"the model uses opset {version}; GE reads opset {MIN_OPSET} and "
                                  f"newer, and ONNX's version converter failed: {error}") from error
