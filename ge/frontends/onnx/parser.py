@@ -163,18 +163,45 @@ def tensor_array(tensor: onnx.TensorProto, where: str) -> np.ndarray:
     return np.asarray(array)
 
 
+def _declared_dims(graph: onnx.GraphProto) -> dict[str, list[Dim]]:
+    """Dimensions the model declares for its values (value_info and outputs)."""
+    declared = {}
+    for info in list(graph.value_info) + list(graph.output):
+        tensor_type = info.type.tensor_type
+        if info.type.WhichOneof("value") == "tensor_type" and tensor_type.HasField("shape"):
+            declared[info.name] = _dims(tensor_type.shape)
+    return declared
+
+
+def _adopt_declared_names(value: Value, declared: Optional[list[Dim]]) -> None:
+    """Where GE's inference left a dimension unknown and the model names it, keep the name.
+
+    Known sizes are never taken from declarations: exporters get those wrong, and GE
+    trusts its own inference. A symbolic name only says which dimensions are equal.
+    """
+    if declared is None or len(declared) != len(value.shape):
+        return
+    value.shape = tuple(name if d == -1 and isinstance(name, str) else d
+                        for d, name in zip(value.shape, declared))
+
+
 class _GraphBuilder:
     """Walks ONNX graphs, translating each node into the scope's GE graph."""
 
     def __init__(self, opsets: dict[str, int]) -> None:
         self.opsets = opsets
+        self._declared: dict[str, list[Dim]] = {}
 
     def build(self, scope: Scope, proto: onnx.GraphProto, where: str) -> Graph:
-        self._add_initializers(scope, proto, where)
-        self._add_inputs(scope, proto, where)
-        for node in proto.node:
-            self._translate(scope, node)
-        self._set_outputs(scope, proto, where)
+        outer, self._declared = self._declared, _declared_dims(proto)
+        try:
+            self._add_initializers(scope, proto, where)
+            self._add_inputs(scope, proto, where)
+            for node in proto.node:
+                self._translate(scope, node)
+            self._set_outputs(scope, proto, where)
+        finally:
+            self._declared = outer
         return scope.graph
 
     def build_subgraph(self, scope: Scope, proto: onnx.GraphProto, where: str) -> Graph:
@@ -245,7 +272,9 @@ class _GraphBuilder:
             if value is None:
                 raise ctx.unsupported(f"output {index} ({name!r}) is not produced by GE's "
                                       f"translation")
-            scope.define(name, self._named(scope, value, name))
+            value = self._named(scope, value, name)
+            _adopt_declared_names(value, self._declared.get(name))
+            scope.define(name, value)
         for added in scope.graph.nodes:  # values GE added inside the translation
             if id(added) not in before:
                 for value in added.outputs:
