@@ -21,6 +21,7 @@ __all__ = [
     "UnsupportedOpError",
     "ModelFormatError",
     "CompileError",
+    "VerificationError",
     "InputError",
     "ExecutionError",
     "GERuntimeError",
@@ -70,6 +71,15 @@ class ModelFormatError(GEError, builtins.ValueError):
 
 class CompileError(GEError):
     """Compilation of a graph failed."""
+
+
+class VerificationError(CompileError):
+    """A pass changed what the graph computes; the message names the pass and the node."""
+
+    def __init__(self, message: str, pass_name: str = "", node: str = "") -> None:
+        super().__init__(message)
+        self.pass_name = pass_name
+        self.node = node
 
 
 class InputError(GEError, builtins.ValueError):

@@ -1,10 +1,11 @@
 """``ge.compile``: graph in, executable out.
 
-Steps: check the graph; copy it so the user's graph is never changed; order
-the nodes; assign each node an engine (the first in the preference list that
-supports it, the NumPy engine as fallback); give every value a slot; and work
-out after which step each slot's last reader has run, so a session frees
-intermediate results as early as possible.
+Steps: check the graph; copy it so the user's graph is never changed; run the
+optimization passes of the chosen level on the copy (verifying each one
+numerically when asked); order the nodes; assign each node an engine (the first
+in the preference list that supports it, the NumPy engine as fallback); give
+every value a slot; and work out after which step each slot's last reader has
+run, so a session frees intermediate results as early as possible.
 """
 
 from __future__ import annotations
@@ -18,18 +19,24 @@ from ge.engines import Engine, get_engine
 from ge.errors import CompileError, GraphError, UnsupportedOpError
 from ge.ir import Graph, Node, Value
 from ge.ops.registry import has_op
+from ge.passes import PassManager, passes_for_level
 
-__all__ = ["compile", "DEFAULT_ENGINES"]
+__all__ = ["compile", "DEFAULT_ENGINES", "DEFAULT_OPT_LEVEL"]
 
 DEFAULT_ENGINES: tuple[str, ...] = ("numpy",)
+DEFAULT_OPT_LEVEL = 3
 
 
-def compile(graph: Graph, *, engines: Optional[Sequence[str]] = None) -> Executable:  # noqa: A001
+def compile(graph: Graph, *, opt_level: int = DEFAULT_OPT_LEVEL,  # noqa: A001
+            engines: Optional[Sequence[str]] = None, verify: bool = False) -> Executable:
     """Compile ``graph`` for execution by ``ge.Session``.
 
-    ``engines`` is the preference list of engine names; the NumPy engine is
-    always the last resort. Raises ``GraphError`` kin for an invalid graph and
-    ``UnsupportedOpError`` listing every op type no engine supports.
+    ``opt_level``: 0 none, 1 basic (folding, elimination), 2 extended (and fusions),
+    3 all (and layout; the default). ``verify`` runs the reference interpreter before
+    and after every pass and raises ``VerificationError`` naming the first pass (and
+    node) that changed the outputs. ``engines`` is the preference list of engine names;
+    the NumPy engine is always the last resort. Raises ``GraphError`` kin for an invalid
+    graph and ``UnsupportedOpError`` listing every op type no engine supports.
     """
     if not isinstance(graph, Graph):
         raise CompileError(f"ge.compile expects a ge.Graph, got {type(graph).__name__}")
@@ -37,15 +44,24 @@ def compile(graph: Graph, *, engines: Optional[Sequence[str]] = None) -> Executa
     _check_known_ops(graph)
     graph.validate()
     working = graph.clone()
+    try:
+        pipeline = passes_for_level(opt_level)
+    except ValueError as error:
+        raise CompileError(str(error)) from None
+    records = PassManager(pipeline, verify=verify).run(working)
     order = working.topological_order()
     chosen = _engine_list(engines)
     assignment = _assign_engines(order, chosen)
     executable = _plan(working, order, assignment)
     executable.report = {
         "graph": graph.name,
+        "opt_level": opt_level,
+        "verified": verify,
+        "nodes_before": len(graph),
         "nodes": len(working),
         "steps": len(executable.steps),
         "engines": executable.engine_histogram(),
+        "passes": [record.as_dict() for record in records],
         "compile_seconds": time.perf_counter() - started,
     }
     return executable

@@ -67,6 +67,16 @@ class Executable:
             counts[step.engine] = counts.get(step.engine, 0) + 1
         return counts
 
+    def report_text(self) -> str:
+        """The compile report: per pass its time, nodes before and after, and what it did."""
+        from ge.passes.manager import format_report
+
+        head = (f"compiled {self.report.get('graph')!r} at opt_level "
+                f"{self.report.get('opt_level')}: {self.report.get('nodes_before')} -> "
+                f"{self.report.get('nodes')} nodes in "
+                f"{self.report.get('compile_seconds', 0.0) * 1e3:.1f} ms")
+        return head + "\n" + format_report(self.report.get("passes", []))
+
     def summary(self) -> str:
         """A few lines saying what was compiled and how it will run."""
         lines = [f"executable for graph {self.graph.name!r}: {len(self.steps)} steps, "

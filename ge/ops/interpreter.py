@@ -19,8 +19,13 @@ from ge.ops.registry import get_schema
 __all__ = ["evaluate"]
 
 
-def evaluate(graph: Graph, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """Outputs of ``graph`` for ``feeds`` ({Data node name: array}), by reference kernels."""
+def evaluate(graph: Graph, feeds: Mapping[str, Any], *,
+             keep_all: bool = False) -> dict[str, np.ndarray]:
+    """Outputs of ``graph`` for ``feeds`` ({Data node name: array}), by reference kernels.
+
+    With ``keep_all``, every value of the graph is returned by name (for finding
+    where two graphs start to differ), not only the outputs.
+    """
     order = graph.topological_order()
     remaining: dict[int, int] = {}
     for node in order:
@@ -49,6 +54,8 @@ def evaluate(graph: Graph, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
             if value is None:
                 continue
             remaining[id(value)] -= 1
-            if remaining[id(value)] == 0 and id(value) not in keep:
+            if remaining[id(value)] == 0 and id(value) not in keep and not keep_all:
                 del values[id(value)]
+    if keep_all:
+        return {value.name: values[id(value)] for node in order for value in node.outputs}
     return {value.name: values[id(value)] for value in graph.outputs}

@@ -1,0 +1,221 @@
+"""Rewrite rules and the one driver that applies them.
+
+A rule is a pattern, a check that says *why* it refuses a match, and a rewrite
+that builds the replacement and returns the values that take the place of the
+root's outputs. The driver indexes rules by the op type their pattern starts
+from, walks the graph, applies rules until nothing changes (with a guard
+against rules that undo each other), removes what the rewrites left unused, and
+keeps per-rule statistics: matched, applied, and refused with reasons.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+from ge.ir import Graph, Node, Value
+from ge.ops.registry import create_node, get_schema
+from ge.passes.base import Pass, PassResult
+from ge.passes.pattern import Match, Pattern, Refusal
+
+__all__ = ["Rule", "ReplaceWith", "FunctionRule", "RewritePass", "RuleStats", "remove_unused"]
+
+
+class Rule(abc.ABC):
+    """A pattern, a check, and a rewrite."""
+
+    name: str = ""
+    pattern: Pattern
+
+    def check(self, match: Match) -> Optional[str]:
+        """Why this match must not be rewritten (None: go ahead)."""
+        return None
+
+    @abc.abstractmethod
+    def rewrite(self, match: Match, graph: Graph) -> Sequence[Value]:
+        """Add the replacement; return the values that replace the root's outputs."""
+
+    def describe(self, applied: int, example: str) -> str:
+        """The report line for ``applied`` rewrites (``example``: the matched op types)."""
+        return f"{self.name}: rewrote {applied} {example}"
+
+
+class FunctionRule(Rule):
+    """A rule whose rewrite is a builder function ``(match, graph) -> values``."""
+
+    def __init__(self, name: str, pattern: Pattern,
+                 build: Callable[[Match, Graph], Sequence[Value]],
+                 check: Optional[Callable[[Match], Optional[str]]] = None,
+                 summary: Optional[str] = None) -> None:
+        self.name, self.pattern, self._build, self._check = name, pattern, build, check
+        self._summary = summary
+
+    def check(self, match: Match) -> Optional[str]:
+        return self._check(match) if self._check else None
+
+    def rewrite(self, match: Match, graph: Graph) -> Sequence[Value]:
+        return self._build(match, graph)
+
+    def describe(self, applied: int, example: str) -> str:
+        if self._summary:
+            return self._summary.format(count=applied, ops=example)
+        return super().describe(applied, example)
+
+
+class ReplaceWith(Rule):
+    """Replace the matched nodes with one registry op of type ``op_type``.
+
+    The new node's inputs are the match's external inputs, mapped by input name
+    (``Conv2D.filter`` feeds ``ConvBNReLU.filter``, ``FusedBatchNorm.scale`` feeds
+    ``ConvBNReLU.scale``); its attributes are the matched nodes' attributes that
+    the new op has. It takes the root's name, so output names stay stable.
+    """
+
+    def __init__(self, name: str, pattern: Pattern, op_type: str) -> None:
+        self.name, self.pattern, self.op_type = name, pattern, op_type
+
+    def _inputs(self, match: Match) -> Union[list[Optional[Value]], str]:
+        schema = get_schema(self.op_type)
+        external: dict[str, Value] = {}
+        for node, index, value in match.external_inputs():
+            external.setdefault(get_schema(node.op_type).input_name(index), value)
+        inputs: list[Optional[Value]] = []
+        for spec in schema.inputs:
+            if spec.name in external:
+                inputs.append(external[spec.name])
+            elif spec.optional:
+                inputs.append(None)
+            else:
+                return f"no matched input named {spec.name!r} for {self.op_type}"
+        while inputs and inputs[-1] is None:
+            inputs.pop()
+        return inputs
+
+    def _attrs(self, match: Match) -> Union[dict[str, Any], str]:
+        schema = get_schema(self.op_type)
+        attrs: dict[str, Any] = {}
+        for node in match.nodes:
+            for key, value in node.attrs.items():
+                if key not in schema.attrs or value is None:
+                    continue
+                if key in attrs and attrs[key] != value:
+                    return f"matched nodes disagree on attribute {key!r}"
+                attrs[key] = value
+        return attrs
+
+    def check(self, match: Match) -> Optional[str]:
+        inputs, attrs = self._inputs(match), self._attrs(match)
+        return inputs if isinstance(inputs, str) else attrs if isinstance(attrs, str) else None
+
+    def rewrite(self, match: Match, graph: Graph) -> Sequence[Value]:
+        inputs, attrs = self._inputs(match), self._attrs(match)
+        assert not isinstance(inputs, str) and not isinstance(attrs, str)
+        node = create_node(self.op_type, inputs, attrs, graph.unique_name(self.op_type.lower()),
+                           graph)
+        return node.outputs
+
+    def describe(self, applied: int, example: str) -> str:
+        return f"fused {applied} {example} into {self.op_type}"
+
+
+@dataclass
+class RuleStats:
+    """How often a rule's pattern matched, was applied, and was refused (with reasons)."""
+
+    matched: int = 0
+    applied: int = 0
+    refused: Counter[str] = field(default_factory=Counter)
+    example: str = ""
+
+
+def remove_unused(graph: Graph, candidates: Sequence[Node]) -> int:
+    """Remove candidates (and what they alone fed) that nothing uses; return how many."""
+    removed = 0
+    stack = list(candidates)
+    while stack:
+        node = stack.pop()
+        if node.graph is not graph or node.op_type == "Data":
+            continue
+        if any(value.users or value.is_graph_output() for value in node.outputs):
+            continue
+        producers = node.predecessors()
+        graph.remove_node(node)
+        removed += 1
+        stack.extend(producers)
+    return removed
+
+
+class RewritePass(Pass):
+    """Applies a set of rules to a fixed point."""
+
+    def __init__(self, rules: Sequence[Rule], name: Optional[str] = None,
+                 max_rounds: int = 16) -> None:
+        self.rules = list(rules)
+        if name:
+            self.name = name
+        self.max_rounds = max_rounds
+        self.stats: dict[str, RuleStats] = {rule.name: RuleStats() for rule in self.rules}
+        self._index: dict[Optional[str], list[Rule]] = defaultdict(list)
+        for rule in self.rules:
+            for op_type in rule.pattern.root_types or (None,):
+                self._index[op_type].append(rule)
+
+    def run(self, graph: Graph) -> PassResult:
+        result = PassResult()
+        for _ in range(self.max_rounds):
+            if not self._round(graph):
+                break
+        else:
+            result.notes.append(f"stopped after {self.max_rounds} rounds (rules keep firing)")
+        for rule in self.rules:
+            stats = self.stats[rule.name]
+            if stats.applied:
+                result.note(rule.describe(stats.applied, stats.example))
+                result.count(rule.name, stats.applied)
+        return result
+
+    def _round(self, graph: Graph) -> bool:
+        changed = False
+        for node in graph.topological_order():
+            if node.graph is not graph:
+                continue
+            for rule in self._index.get(node.op_type, []) + self._index.get(None, []):
+                if self._try(rule, node, graph):
+                    changed = True
+                    break
+        return changed
+
+    def _try(self, rule: Rule, node: Node, graph: Graph) -> bool:
+        stats = self.stats[rule.name]
+        found = rule.pattern.match(node)
+        if isinstance(found, Refusal):
+            if not found.structural:
+                stats.refused[found.reason] += 1
+            return False
+        stats.matched += 1
+        reason = rule.check(found)
+        if reason is not None:
+            stats.refused[reason] += 1
+            return False
+        replacements = list(rule.rewrite(found, graph))
+        root_name = node.name
+        for old, new in zip(node.outputs, replacements):
+            old.replace_all_uses_with(new)
+        remove_unused(graph, found.nodes)
+        _take_name(graph, replacements, root_name)
+        stats.applied += 1
+        stats.example = stats.example or found.describe()
+        return True
+
+
+def _take_name(graph: Graph, values: Sequence[Value], name: str) -> None:
+    """The replacement's producer takes the replaced root's name when it is free again."""
+    if not values:
+        return
+    producer = values[0].producer
+    if producer.graph is graph and producer.op_type not in ("Data", "Const") and \
+            not any(n.name == name for n in graph.nodes):
+        graph.rename_node(producer, name)
