@@ -202,13 +202,41 @@ class RewritePass(Pass):
             return False
         replacements = list(rule.rewrite(found, graph))
         root_name = node.name
-        for old, new in zip(node.outputs, replacements):
-            old.replace_all_uses_with(new)
+        renames = [_redirect(graph, old, new) for old, new in zip(node.outputs, replacements)]
         remove_unused(graph, found.nodes)
         _take_name(graph, replacements, root_name)
+        for value, name in renames:
+            if value is not None and not _value_named(graph, name):
+                value.name = name
         stats.applied += 1
         stats.example = stats.example or found.describe()
         return True
+
+
+def _redirect(graph: Graph, old: Value, new: Value) -> tuple[Optional[Value], str]:
+    """Make ``old``'s users read ``new``; return (value to take old's name, that name).
+
+    A graph output keeps its name: a fresh replacement takes it; a value that already has
+    a name of its own (an input, a constant, another output) feeds an Identity that does.
+    """
+    if new.name == old.name:  # the rule already handed the name over
+        old.replace_all_uses_with(new)
+        return None, old.name
+    keep = old.has_explicit_name or old.is_graph_output()
+    owned = new.has_explicit_name or new.is_graph_output() or \
+        new.producer.op_type in ("Data", "Const")
+    if old.is_graph_output() and owned and new is not old:
+        keeper = create_node("Identity", [new], {}, graph.unique_name("keep_output"), graph)
+        for usage in list(old.users):
+            usage.node.replace_input_with(usage.input_index, new)
+        graph.replace_output(old, keeper.outputs[0])
+        return keeper.outputs[0], old.name
+    old.replace_all_uses_with(new)
+    return (new if keep and not owned else None), old.name
+
+
+def _value_named(graph: Graph, name: str) -> bool:
+    return any(v.name == name for n in graph.nodes for v in n.outputs)
 
 
 def _take_name(graph: Graph, values: Sequence[Value], name: str) -> None:
