@@ -10,6 +10,8 @@ from ge.ops import (  # noqa: F401 - each module registers its op family
     control_flow,
     core,
     elementwise,
+    fused_conv,
+    fused_matmul,
     math_ops,
     matmul,
     nn,

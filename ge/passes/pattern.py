@@ -269,13 +269,31 @@ def _match_inputs(items: list[PatternItem], node: IRNode, state: _State) -> Opti
     if _commutative(node) and len(values) >= 2:
         orders.append([values[1], values[0]] + values[2:])
     reason: Optional[str] = None
+    fallback: Optional[_State] = None
     for order in orders:
         trial = state.copy()
-        reason = _match_all(items, order, node, trial)
-        if reason is None:
+        found = _match_all(items, order, node, trial)
+        if found is not None:
+            reason = _more_informative(reason, found)
+            continue
+        # Of two operand orders that both match, prefer one whose inner nodes feed nothing
+        # outside what is matched so far (the single-consumer check runs on the whole match).
+        added = trial.nodes[len(state.nodes):]
+        if len(orders) == 1 or not any(_leaks(n, trial.nodes + [node]) for n in added):
             state.nodes, state.bindings = trial.nodes, trial.bindings
             return None
+        fallback = fallback or trial
+    if fallback is not None:
+        state.nodes, state.bindings = fallback.nodes, fallback.bindings
+        return None
     return reason
+
+
+def _more_informative(kept: Optional[str], new: str) -> str:
+    """Of two reasons for a refusal, the one that says more than 'wrong op type'."""
+    if kept is None or (_STRUCTURAL in kept and _STRUCTURAL not in new):
+        return new
+    return kept
 
 
 def _match_all(items: list[PatternItem], values: list[Optional[Value]], node: IRNode,
@@ -325,5 +343,5 @@ def _match_chain_link(previous: Node, node: IRNode, state: _State) -> Optional[s
         if found is None:
             state.nodes, state.bindings = trial.nodes, trial.bindings
             return None
-        reason = found
+        reason = found if _STRUCTURAL in reason else _more_informative(reason, found)
     return reason

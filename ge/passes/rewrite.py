@@ -158,6 +158,7 @@ class RewritePass(Pass):
             self.name = name
         self.max_rounds = max_rounds
         self.stats: dict[str, RuleStats] = {rule.name: RuleStats() for rule in self.rules}
+        self._seen_refusals: set[tuple[str, int, str]] = set()
         self._index: dict[Optional[str], list[Rule]] = defaultdict(list)
         for rule in self.rules:
             for op_type in rule.pattern.root_types or (None,):
@@ -165,6 +166,8 @@ class RewritePass(Pass):
 
     def run(self, graph: Graph) -> PassResult:
         result = PassResult()
+        self.stats = {rule.name: RuleStats() for rule in self.rules}
+        self._seen_refusals = set()
         for _ in range(self.max_rounds):
             if not self._round(graph):
                 break
@@ -193,12 +196,12 @@ class RewritePass(Pass):
         found = rule.pattern.match(node)
         if isinstance(found, Refusal):
             if not found.structural:
-                stats.refused[found.reason] += 1
+                self._refuse(rule, node, found.reason)
             return False
         stats.matched += 1
         reason = rule.check(found)
         if reason is not None:
-            stats.refused[reason] += 1
+            self._refuse(rule, node, reason)
             return False
         replacements = list(rule.rewrite(found, graph))
         root_name = node.name
@@ -211,6 +214,13 @@ class RewritePass(Pass):
         stats.applied += 1
         stats.example = stats.example or found.describe()
         return True
+
+    def _refuse(self, rule: Rule, node: Node, reason: str) -> None:
+        """Count a refusal once per node and reason, however many rounds see it."""
+        key = (rule.name, id(node), reason)
+        if key not in self._seen_refusals:
+            self._seen_refusals.add(key)
+            self.stats[rule.name].refused[reason] += 1
 
 
 def _redirect(graph: Graph, old: Value, new: Value) -> tuple[Optional[Value], str]:
