@@ -2,14 +2,21 @@
 
 ``Data`` nodes become graph inputs (dynamic dimensions as ``dim_param`` or
 unset), ``Const`` nodes initializers, and every other node ONNX nodes: ops
-named as ONNX names them map one to one; the seed's ops (``Conv2D``,
-``MaxPool``, ``AvgPool``, ``FusedBatchNorm``, ``BiasAdd``, ``MatMul`` with
-transposes, ``Cast``) are written in ONNX's form, with transposes around NHWC
-data. Fused ops are written as their decomposition.
+named as ONNX names them map one to one (``_direct``); the seed's ops and the
+other TensorFlow-style ones (``Conv2D``, ``Conv3D``, the pools, ``FusedBatchNorm``,
+``BiasAdd``, ``MatMul`` with transposes, ...) are written in ONNX's form by the
+exporters of ``export_ops``, with transposes around channels-last data. Fused ops
+(``FusedConv2D``, ``ConvBNReLU``, ``MatMulBiasAdd``, ``FusedElementwise``) are written as
+the registry ops they stand for, through their ops' own ``decompose``.
+
+The opset written is the newest of: ``DEFAULT_OPSET``, the opset the graph was read
+at, and the first opset that has every op the graph uses with the attributes it sets.
+An optional ONNX output that nothing reads is written as "" (or left out when trailing).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 from typing import Any, Optional, Union
@@ -23,12 +30,16 @@ from ge.frontends.onnx.dtypes import to_onnx_dtype
 from ge.ir import DataType, Format, Graph, Node, Tensor, Value
 from ge.ops import get_schema
 
-__all__ = ["export_onnx", "exporter", "DEFAULT_OPSET"]
+__all__ = ["export_onnx", "exporter", "ExportContext", "DEFAULT_OPSET", "MIN_OPSET",
+           "attribute_value", "graph_proto", "is_needed", "onnx_accepts", "onnx_attributes",
+           "onnx_schema", "output_names", "plain_graph", "required_opset"]
 
 DEFAULT_OPSET = 21
+MIN_OPSET = 18  # the registry's forms (axes, pads and sizes as inputs) are ONNX's since 18
 
 ExportFn = Callable[["ExportContext", Node], None]
 _EXPORTERS: dict[str, ExportFn] = {}
+_OPTIONAL = onnx.defs.OpSchema.FormalParameterOption.Optional
 
 
 def exporter(*op_types: str) -> Callable[[ExportFn], ExportFn]:
@@ -43,17 +54,17 @@ def exporter(*op_types: str) -> Callable[[ExportFn], ExportFn]:
 
 
 class ExportContext:
-    """An ONNX graph under construction."""
+    """An ONNX graph under construction. ``used`` holds the value names taken in the whole
+    model (a subgraph shares its outer graph's set, so no name shadows another)."""
 
-    def __init__(self, name: str, opset: int) -> None:
+    def __init__(self, name: str, opset: int, used: Optional[set[str]] = None) -> None:
         self.name = name
         self.opset = opset
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
         self.inputs: list[onnx.ValueInfoProto] = []
-        self.used: set[str] = set()
+        self.used: set[str] = set() if used is None else used
         self.count = 0
-        self.domains: set[str] = set()
         self.renames: dict[int, str] = {}  # values known by another name (captured outer values)
 
     def name_of(self, value: Optional[Value]) -> str:
@@ -72,15 +83,13 @@ class ExportContext:
         return name
 
     def node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str],
-             name: str = "", domain: str = "", **attrs: Any) -> None:
+             name: str = "", **attrs: Any) -> None:
         """Append an ONNX node (attributes whose value is None are left out)."""
         kept = {k: v for k, v in attrs.items() if v is not None}
         self.nodes.append(helper.make_node(op_type, list(inputs), list(outputs),
-                                           name=name or None, domain=domain or None, **kept))
-        if domain:
-            self.domains.add(domain)
+                                           name=name or None, **kept))
 
-    def const(self, array: np.ndarray, base: str) -> str:
+    def const(self, array: Any, base: str) -> str:
         """Add an initializer; return its name."""
         name = self.fresh(base)
         self.initializers.append(numpy_helper.from_array(np.asarray(array), name))
@@ -90,8 +99,20 @@ class ExportContext:
         """A name for an intermediate value."""
         return self.fresh(base)
 
+    def op(self, op_type: str, inputs: Sequence[str], base: str, **attrs: Any) -> str:
+        """Append a one-output ONNX node writing a fresh value; return that value's name."""
+        out = self.temp(base)
+        self.node(op_type, inputs, [out], **attrs)
+        return out
 
-def _attribute(value: Any) -> Any:
+
+def is_needed(value: Value) -> bool:
+    """True when some node reads ``value`` or it is an output of its graph."""
+    return bool(value.users) or value.is_graph_output()
+
+
+def attribute_value(value: Any) -> Any:
+    """A registry attribute value in the form ``helper.make_attribute`` takes."""
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, DataType):
@@ -105,7 +126,7 @@ def _attribute(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return numpy_helper.from_array(value)
     if isinstance(value, list):
-        return [_attribute(v) for v in value]
+        return [attribute_value(v) for v in value]
     return value
 
 
@@ -114,37 +135,176 @@ def _value_info(value: Value, name: Optional[str] = None) -> onnx.ValueInfoProto
     return helper.make_tensor_value_info(name or value.name, to_onnx_dtype(value.dtype), dims)
 
 
-def _onnx_attribute_names(op_type: str, opset: int) -> Optional[set[str]]:
+# -- ONNX's schemas ---------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=1)
+def _history() -> dict[str, list[tuple[int, frozenset[str]]]]:
+    """Every default-domain ONNX op: (since_version, attribute names) of each version."""
+    versions: dict[str, list[tuple[int, frozenset[str]]]] = {}
+    for schema in onnx.defs.get_all_schemas_with_history():
+        if schema.domain in ("", "ai.onnx"):
+            versions.setdefault(schema.name, []).append(
+                (schema.since_version, frozenset(schema.attributes)))
+    return {name: sorted(entries) for name, entries in versions.items()}
+
+
+def onnx_schema(op_type: str, opset: int) -> Optional[onnx.defs.OpSchema]:
+    """ONNX's schema of ``op_type`` at ``opset``, or None where the op does not exist."""
     try:
-        return set(onnx.defs.get_schema(op_type, opset).attributes)
+        return onnx.defs.get_schema(op_type, opset)
     except onnx.defs.SchemaError:
         return None
 
 
-def _direct(ctx: ExportContext, node: Node) -> None:
-    """A registry op that is an ONNX op of the same name, inputs and attributes.
+def onnx_accepts(op_type: str, opset: int, index: int, dtype: DataType) -> bool:
+    """True when input ``index`` of ONNX's ``op_type`` at ``opset`` takes ``dtype``."""
+    schema = onnx_schema(op_type, opset)
+    if schema is None or index >= len(schema.inputs):
+        return False
+    wanted = f"tensor({onnx.TensorProto.DataType.Name(to_onnx_dtype(dtype)).lower()})"
+    type_str = schema.inputs[index].type_str
+    for constraint in schema.type_constraints:
+        if constraint.type_param_str == type_str:
+            return wanted in constraint.allowed_type_strs
+    return type_str == wanted
 
-    Attributes the ONNX op does not have at the target opset are left out when they
-    hold the registry's default, and refused otherwise.
-    """
-    known = _onnx_attribute_names(node.op_type, ctx.opset)
-    if known is None:
+
+def _is_default(node: Node, key: str, value: Any) -> bool:
+    attr = get_schema(node.op_type).attrs.get(key)
+    if attr is None:
+        return False
+    default = attr.default
+    if isinstance(value, (np.ndarray, Tensor, Graph)) or isinstance(default, np.ndarray):
+        return False
+    try:
+        return bool(value == default)
+    except (TypeError, ValueError):
+        return False
+
+
+def _set_attributes(node: Node, skip: Sequence[str] = ()) -> dict[str, Any]:
+    """The node's attributes that are set (not None), less those in ``skip``."""
+    return {k: v for k, v in node.attrs.items() if v is not None and k not in skip}
+
+
+def onnx_attributes(ctx: ExportContext, node: Node, onnx_type: str,
+                    skip: Sequence[str] = ()) -> dict[str, Any]:
+    """``node``'s attributes for ONNX's ``onnx_type`` at the target opset: those the ONNX op
+    does not know are left out when they hold the registry's default, refused otherwise."""
+    schema = onnx_schema(onnx_type, ctx.opset)
+    if schema is None:
         raise UnsupportedOpError(f"{node.op_type} node {node.name!r}: ONNX opset {ctx.opset} "
-                                 f"has no {node.op_type}")
-    defaults = get_schema(node.op_type).attrs
+                                 f"has no {onnx_type}")
     attrs = {}
-    for key, value in node.attrs.items():
-        if value is None:
-            continue
-        if key in known:
-            attrs[key] = _attribute(value)
-        elif key not in defaults or value != defaults[key].default:
+    for key, value in _set_attributes(node, skip).items():
+        if key in schema.attributes:
+            attrs[key] = attribute_value(value)
+        elif not _is_default(node, key, value):
             raise UnsupportedOpError(f"{node.op_type} node {node.name!r}: attribute {key}="
                                      f"{value!r} has no ONNX form at opset {ctx.opset}")
+    return attrs
+
+
+def _first_opset(node: Node) -> int:
+    """The first opset with ``node``'s op and every non-default attribute it sets (0 for
+    ops that are not ONNX's)."""
+    versions = _history().get(node.op_type)
+    if not versions:
+        return 0
+    latest = versions[-1][1]
+    needed = {key for key, value in _set_attributes(node).items()
+              if key in latest and not _is_default(node, key, value)}
+    return next((version for version, names in versions if needed <= names), versions[-1][0])
+
+
+def required_opset(graph: Graph) -> int:
+    """The first opset that can write every node of ``graph`` and of its subgraphs."""
+    needed = 0
+    for node in graph.nodes:
+        needed = max(needed, _first_opset(node))
+        for value in node.attrs.values():
+            if isinstance(value, Graph):
+                needed = max(needed, required_opset(value))
+    return needed
+
+
+# -- fused ops: written as what they stand for ------------------------------------------
+
+Decompose = Callable[[Node, Graph], list[Value]]
+
+
+def _decomposition(op_type: str) -> Optional[Decompose]:
+    """How a fused op is written as plain registry ops (from its own op module)."""
+    if op_type in ("FusedConv2D", "ConvBNReLU"):
+        from ge.ops.fused_conv import decompose
+
+        return decompose
+    if op_type == "MatMulBiasAdd":
+        from ge.ops.fused_matmul import decompose_matmul_bias_add
+
+        return lambda node, graph: [decompose_matmul_bias_add(node, graph)]
+    if op_type == "FusedElementwise":
+        from ge.ops.fused_elementwise import decompose as decompose_steps
+
+        return lambda node, graph: [decompose_steps(node, graph)]
+    return None
+
+
+def _has_fused(graph: Graph) -> bool:
+    return any(_decomposition(node.op_type) is not None
+               or any(isinstance(v, Graph) and _has_fused(v) for v in node.attrs.values())
+               for node in graph.nodes)
+
+
+def _expand_fused(graph: Graph) -> None:
+    """Replace every fused node of ``graph`` (and of its subgraphs) by its decomposition;
+    the values keep their names."""
+    for node in graph.topological_order():
+        for value in node.attrs.values():
+            if isinstance(value, Graph):
+                _expand_fused(value)
+        decompose = _decomposition(node.op_type)
+        if decompose is None:
+            continue
+        for old, new in zip(node.outputs, decompose(node, graph)):
+            new.desc = old.desc
+            old.replace_all_uses_with(new)
+            new.name = old.name
+        graph.remove_node(node)
+
+
+def plain_graph(graph: Graph) -> Graph:
+    """``graph``, or a copy of it with its fused ops decomposed when it has any."""
+    if not _has_fused(graph):
+        return graph
+    copy = graph.clone()
+    _expand_fused(copy)
+    return copy
+
+
+# -- writing nodes and graphs -----------------------------------------------------------
+
+def output_names(ctx: ExportContext, node: Node, onnx_type: str) -> list[str]:
+    """The ONNX output names of ``node``: an optional output of ``onnx_type`` that nothing
+    reads is written as "" (and left out when trailing)."""
+    schema = onnx_schema(onnx_type, ctx.opset)
+    formal = list(schema.outputs) if schema is not None else []
+    names = []
+    for index, value in enumerate(node.outputs):
+        optional = index < len(formal) and formal[index].option == _OPTIONAL
+        names.append("" if optional and not is_needed(value) else value.name)
+    while len(names) > 1 and not names[-1]:
+        names.pop()
+    return names
+
+
+def _direct(ctx: ExportContext, node: Node) -> None:
+    """A registry op that is an ONNX op of the same name, inputs and attributes."""
+    attrs = onnx_attributes(ctx, node, node.op_type)
     inputs = [ctx.name_of(v) for v in node.inputs]
     while inputs and not inputs[-1]:
         inputs.pop()
-    ctx.node(node.op_type, inputs, [v.name for v in node.outputs], node.name, **attrs)
+    ctx.node(node.op_type, inputs, output_names(ctx, node, node.op_type), node.name, **attrs)
 
 
 def _export_node(ctx: ExportContext, node: Node) -> None:
@@ -157,12 +317,25 @@ def _export_node(ctx: ExportContext, node: Node) -> None:
         raise UnsupportedOpError(f"{node.op_type} node {node.name!r} has no ONNX form yet")
 
 
-def _graph_proto(graph: Graph, name: str, opset: int,
+def _value_names(graph: Graph) -> set[str]:
+    """The names of every value of ``graph`` and of its subgraphs."""
+    names = {v.name for n in graph.nodes for v in n.outputs}
+    for node in graph.nodes:
+        for value in node.attrs.values():
+            if isinstance(value, Graph):
+                names |= _value_names(value)
+    return names
+
+
+def graph_proto(graph: Graph, name: str, outer: ExportContext,
+                captured: Sequence[str] = ()) -> onnx.GraphProto:
+    """A subgraph of the graph ``outer`` writes; the last ``len(captured)`` Data nodes become
+    references to those outer names (GE passes outer values explicitly, ONNX by name)."""
+    return _graph_proto(graph, ExportContext(name, outer.opset, outer.used), captured)
+
+
+def _graph_proto(graph: Graph, ctx: ExportContext,
                  captured: Sequence[str] = ()) -> onnx.GraphProto:
-    """An ONNX graph; the last ``len(captured)`` Data nodes become references to those
-    outer names (GE passes outer values to a subgraph explicitly, ONNX by name)."""
-    ctx = ExportContext(name, opset)
-    ctx.used.update(v.name for n in graph.nodes for v in n.outputs)
     data = [n for n in graph.nodes if n.op_type == "Data"]
     formal = data[:len(data) - len(captured)] if captured else data
     for node, outer in zip(data[len(formal):], captured):
@@ -183,24 +356,30 @@ def _graph_proto(graph: Graph, name: str, opset: int,
             outputs.append(_value_info(value, renamed))
         else:
             outputs.append(_value_info(value))
-    return helper.make_graph(ctx.nodes, name, ctx.inputs, outputs, ctx.initializers)
+    return helper.make_graph(ctx.nodes, ctx.name, ctx.inputs, outputs, ctx.initializers)
 
 
 def export_onnx(graph: Graph, path: Union[str, os.PathLike, None] = None, *,
                 opset: Optional[int] = None, check: bool = True) -> onnx.ModelProto:
     """Write ``graph`` as an ONNX model; return the ``ModelProto`` (saved to ``path`` if given).
 
-    The model passes ``onnx.checker.check_model(full_check=True)`` when ``check``.
+    ``opset`` (at least ``MIN_OPSET``) defaults to the first one that can write the
+    graph, and no older than ``DEFAULT_OPSET`` or the opset the graph was read at. The
+    model passes ``onnx.checker.check_model(full_check=True)`` when ``check``.
     """
     if not isinstance(graph, Graph):
         raise GraphError(f"export_onnx expects a ge.Graph, got {type(graph).__name__}")
     graph.validate()
-    version = opset or max(DEFAULT_OPSET, int(graph.metadata.get("onnx_opset", 0)))
-    body = _graph_proto(graph, graph.name, version)
+    graph = plain_graph(graph)
+    if opset is not None and opset < MIN_OPSET:
+        raise UnsupportedOpError(f"export_onnx writes opset {MIN_OPSET} or newer, not {opset}")
+    version = opset or max(DEFAULT_OPSET, int(graph.metadata.get("onnx_opset", 0)),
+                           required_opset(graph))
+    body = _graph_proto(graph, ExportContext(graph.name, version, _value_names(graph)))
     imports = [helper.make_opsetid("", version)]
     model = helper.make_model(body, opset_imports=imports, producer_name="ge",
                               producer_version="0.1.0")
-    model.ir_version = min(model.ir_version, 10)
+    model.ir_version = max(10, helper.find_min_ir_version_for(imports, ignore_unknown=True))
     if check:
         onnx.checker.check_model(model, full_check=True)
     if path is not None:
@@ -208,150 +387,11 @@ def export_onnx(graph: Graph, path: Union[str, os.PathLike, None] = None, *,
     return model
 
 
-# -- the seed's ops in ONNX's form ------------------------------------------------------
-
-_TO_NCHW = [0, 3, 1, 2]
-_TO_NHWC = [0, 2, 3, 1]
-
-
-def _nchw_input(ctx: ExportContext, node: Node, value: Value) -> str:
-    if node.attrs.get("data_format") is Format.NHWC:
-        name = ctx.temp(f"{node.name}/to_nchw")
-        ctx.node("Transpose", [ctx.name_of(value)], [name], perm=_TO_NCHW)
-        return name
-    return ctx.name_of(value)
-
-
-def _nchw_output(ctx: ExportContext, node: Node) -> tuple[str, Callable[[], None]]:
-    """The name the ONNX op writes, and a finisher that transposes back for NHWC."""
-    final = node.outputs[0].name
-    if node.attrs.get("data_format") is not Format.NHWC:
-        return final, lambda: None
-    inner = ctx.temp(f"{node.name}/nchw")
-    return inner, lambda: ctx.node("Transpose", [inner], [final], perm=_TO_NHWC)
-
-
-def _onnx_pads(window: Any) -> Optional[list[int]]:
-    top, bottom, left, right = window.pads
-    return [top, left, bottom, right]
-
-
-def _window_attrs(node: Node) -> dict[str, Any]:
-    from ge.ops.nn import resolve_window
-
-    window = resolve_window(node.attrs, bool(node.attrs.get("ceil_mode", False)))
-    attrs: dict[str, Any] = {"strides": list(window.strides)}
-    if window.padding == "SAME":
-        attrs["auto_pad"] = "SAME_UPPER"
-    elif window.padding == "VALID":
-        attrs["auto_pad"] = "VALID"
-    else:
-        attrs["pads"] = _onnx_pads(window)
-    if any(d != 1 for d in window.dilations):
-        attrs["dilations"] = list(window.dilations)
-    return attrs
-
-
-@exporter("Conv2D")
-def _conv2d(ctx: ExportContext, node: Node) -> None:
-    x, weight, bias = (list(node.inputs) + [None])[:3]
-    assert x is not None and weight is not None
-    filter_format = node.attrs.get("filter_format") or \
-        ("OIHW" if node.attrs.get("data_format") is Format.NCHW else "HWIO")
-    weight_name = ctx.name_of(weight)
-    if filter_format == "HWIO":
-        weight_name = ctx.temp(f"{node.name}/oihw")
-        ctx.node("Transpose", [ctx.name_of(weight)], [weight_name], perm=[3, 2, 0, 1])
-    inputs = [_nchw_input(ctx, node, x), weight_name] + ([ctx.name_of(bias)] if bias else [])
-    out, finish = _nchw_output(ctx, node)
-    ctx.node("Conv", inputs, [out], node.name, group=node.attrs.get("groups", 1),
-             **_window_attrs(node))
-    finish()
-
-
-def _pool(ctx: ExportContext, node: Node, onnx_type: str, **extra: Any) -> None:
-    from ge.ops.nn import _pair
-
-    x = node.inputs[0]
-    assert x is not None
-    kernel = list(_pair(node.attrs["ksize"], node.attrs["data_format"], "ksize"))
-    attrs = _window_attrs(node)
-    out, finish = _nchw_output(ctx, node)
-    ctx.node(onnx_type, [_nchw_input(ctx, node, x)], [out], node.name, kernel_shape=kernel,
-             ceil_mode=int(bool(node.attrs.get("ceil_mode", False))), **attrs, **extra)
-    finish()
-
-
-@exporter("MaxPool")
-def _max_pool(ctx: ExportContext, node: Node) -> None:
-    _pool(ctx, node, "MaxPool")
-
-
-@exporter("AvgPool")
-def _avg_pool(ctx: ExportContext, node: Node) -> None:
-    _pool(ctx, node, "AveragePool",
-          count_include_pad=int(bool(node.attrs.get("count_include_pad", False))))
-
-
-@exporter("GlobalAveragePool")
-def _global_average_pool(ctx: ExportContext, node: Node) -> None:
-    x = node.inputs[0]
-    assert x is not None
-    out, finish = _nchw_output(ctx, node)
-    ctx.node("GlobalAveragePool", [_nchw_input(ctx, node, x)], [out], node.name)
-    finish()
-
-
-@exporter("FusedBatchNorm")
-def _fused_batch_norm(ctx: ExportContext, node: Node) -> None:
-    x = node.inputs[0]
-    assert x is not None
-    layout = node.attrs.get("data_format")
-    if layout is Format.NCHW or x.rank <= 2:
-        ctx.node("BatchNormalization", [ctx.name_of(v) for v in node.inputs],
-                 [node.outputs[0].name], node.name, epsilon=node.attrs["epsilon"])
-        return
-    # channels last: move C to axis 1 and back
-    perm = [0, x.rank - 1] + list(range(1, x.rank - 1))
-    back = [0] + list(range(2, x.rank)) + [1]
-    moved = ctx.temp(f"{node.name}/channels_first")
-    normed = ctx.temp(f"{node.name}/normed")
-    ctx.node("Transpose", [ctx.name_of(x)], [moved], perm=perm)
-    ctx.node("BatchNormalization", [moved] + [ctx.name_of(v) for v in node.inputs[1:]], [normed],
-             node.name, epsilon=node.attrs["epsilon"])
-    ctx.node("Transpose", [normed], [node.outputs[0].name], perm=back)
-
-
-@exporter("BiasAdd")
-def _bias_add(ctx: ExportContext, node: Node) -> None:
-    value, bias = node.inputs
-    assert value is not None and bias is not None
-    bias_name = ctx.name_of(bias)
-    if node.attrs.get("data_format") is Format.NCHW and value.rank > 2:
-        shape = ctx.const(np.array([-1] + [1] * (value.rank - 2), np.int64), f"{node.name}/shape")
-        bias_name = ctx.temp(f"{node.name}/bias")
-        ctx.node("Reshape", [ctx.name_of(bias), shape], [bias_name])
-    ctx.node("Add", [ctx.name_of(value), bias_name], [node.outputs[0].name], node.name)
-
-
-@exporter("MatMul")
-def _matmul(ctx: ExportContext, node: Node) -> None:
-    names = []
-    for value, flag in zip(node.inputs, ("transpose_a", "transpose_b")):
-        assert value is not None
-        if node.attrs.get(flag) and value.rank >= 2:
-            perm = list(range(value.rank - 2)) + [value.rank - 1, value.rank - 2]
-            moved = ctx.temp(f"{node.name}/{flag}")
-            ctx.node("Transpose", [ctx.name_of(value)], [moved], perm=perm)
-            names.append(moved)
-        else:
-            names.append(ctx.name_of(value))
-    ctx.node("MatMul", names, [node.outputs[0].name], node.name)
-
+# -- ops whose ONNX form differs only a little ------------------------------------------
 
 @exporter("Cast")
 def _cast(ctx: ExportContext, node: Node) -> None:
-    attrs = {k: _attribute(v) for k, v in node.attrs.items() if k != "dtype" and v is not None}
+    attrs = onnx_attributes(ctx, node, "Cast", skip=("dtype",))
     ctx.node("Cast", [ctx.name_of(node.inputs[0])], [node.outputs[0].name], node.name,
              to=to_onnx_dtype(node.attrs["dtype"]), **attrs)
 
@@ -361,17 +401,45 @@ def _identity(ctx: ExportContext, node: Node) -> None:
     ctx.node("Identity", [ctx.name_of(node.inputs[0])], [node.outputs[0].name], node.name)
 
 
+@exporter("Range")
+def _range(ctx: ExportContext, node: Node) -> None:
+    """``Range``. ONNX takes only scalars, so one-element bounds are reshaped to scalars;
+    a dtype ONNX's Range does not take at the opset runs in the one GE computes it in
+    (float32 or float64 for half floats, by ``stash_type``; int64 for narrow integers)."""
+    dtype = node.outputs[0].dtype
+    inner = dtype
+    if not onnx_accepts("Range", ctx.opset, 0, dtype):
+        inner = DataType.DT_INT64 if dtype.is_integer else \
+            DataType.DT_DOUBLE if node.attrs.get("stash_type") == 11 else DataType.DT_FLOAT
+    inputs = []
+    for value in node.inputs:
+        assert value is not None
+        name = ctx.name_of(value)
+        if value.rank != 0:
+            scalar = ctx.const(np.zeros((0,), np.int64), f"{node.name}/scalar")
+            name = ctx.op("Reshape", [name, scalar], f"{name}/scalar")
+        if inner is not dtype:
+            name = ctx.op("Cast", [name], f"{name}/wide", to=to_onnx_dtype(inner))
+        inputs.append(name)
+    attrs = onnx_attributes(ctx, node, "Range")
+    if inner is dtype:
+        ctx.node("Range", inputs, [node.outputs[0].name], node.name, **attrs)
+        return
+    values = ctx.op("Range", inputs, f"{node.name}/wide", **attrs)
+    ctx.node("Cast", [values], [node.outputs[0].name], node.name, to=to_onnx_dtype(dtype))
+
+
 # -- control flow: outer values go back to being referenced by name ---------------------
 
 def _plain_attrs(node: Node, skip: Sequence[str]) -> dict[str, Any]:
-    return {k: _attribute(v) for k, v in node.attrs.items()
+    return {k: attribute_value(v) for k, v in node.attrs.items()
             if v is not None and k not in skip and k != "num_captured"}
 
 
 @exporter("If")
 def _if(ctx: ExportContext, node: Node) -> None:
     captured = [ctx.name_of(v) for v in node.inputs[1:]]
-    branches = {key: _graph_proto(node.attrs[key], f"{node.name}_{key}", ctx.opset, captured)
+    branches = {key: graph_proto(node.attrs[key], f"{node.name}_{key}", ctx, captured)
                 for key in ("then_branch", "else_branch")}
     ctx.node("If", [ctx.name_of(node.inputs[0])], [v.name for v in node.outputs], node.name,
              **branches)
@@ -382,8 +450,8 @@ def _loop(ctx: ExportContext, node: Node) -> None:
     count = node.attrs.get("num_captured", 0)
     values = list(node.inputs[2:])
     carried, captured = values[:len(values) - count], values[len(values) - count:]
-    body = _graph_proto(node.attrs["body"], f"{node.name}_body", ctx.opset,
-                        [ctx.name_of(v) for v in captured])
+    body = graph_proto(node.attrs["body"], f"{node.name}_body", ctx,
+                       [ctx.name_of(v) for v in captured])
     inputs = [ctx.name_of(node.inputs[0]), ctx.name_of(node.inputs[1])]
     ctx.node("Loop", inputs + [ctx.name_of(v) for v in carried],
              [v.name for v in node.outputs], node.name, body=body)
@@ -394,7 +462,10 @@ def _scan(ctx: ExportContext, node: Node) -> None:
     count = node.attrs.get("num_captured", 0)
     values = list(node.inputs)
     own, captured = values[:len(values) - count], values[len(values) - count:]
-    body = _graph_proto(node.attrs["body"], f"{node.name}_body", ctx.opset,
-                        [ctx.name_of(v) for v in captured])
+    body = graph_proto(node.attrs["body"], f"{node.name}_body", ctx,
+                       [ctx.name_of(v) for v in captured])
     ctx.node("Scan", [ctx.name_of(v) for v in own], [v.name for v in node.outputs], node.name,
              body=body, **_plain_attrs(node, ("body",)))
+
+
+import ge.frontends.onnx.export_ops as _export_ops  # noqa: E402,F401 - registers the rest
