@@ -1,5 +1,6 @@
 """Kernel libraries. ``numpy`` supports every registry op; others support what they can."""
 
+from ge.engines import fused as _fused_engine  # noqa: F401 - registers the engine
 from ge.engines import numpy as _numpy_engine  # noqa: F401 - registers the engine
 from ge.engines.base import BoundKernel, Engine, available_engines, get_engine, register_engine
 

@@ -11,6 +11,7 @@ from ge.ops import (  # noqa: F401 - each module registers its op family
     core,
     elementwise,
     fused_conv,
+    fused_elementwise,
     fused_matmul,
     math_ops,
     matmul,
