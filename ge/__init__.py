@@ -4,7 +4,7 @@ Build a graph with the seed's API (``ge.Graph``, ``ge.OperatorFactory``), compil
 it with ``ge.compile`` and run it with ``ge.Session``.
 """
 
-from ge import errors
+from ge import errors, graphpass
 from ge import ops as _ops  # noqa: F401 - registers every op
 from ge.builder import OperatorFactory, constant
 from ge.compiler import Executable, compile
@@ -35,5 +35,6 @@ def export_onnx(graph, path=None, **options):
 
 __all__ = [
     "DataType", "Executable", "Format", "Graph", "Node", "OperatorFactory", "Session", "Tensor",
-    "TensorDesc", "Value", "compile", "constant", "errors", "export_onnx", "parse_onnx",
+    "TensorDesc", "Value", "compile", "constant", "errors", "export_onnx", "graphpass",
+    "parse_onnx",
 ]

@@ -1,9 +1,15 @@
 """The ``ge`` command.
 
     ge ops [--doc]              list the registry's ops
-    ge info MODEL               inputs, outputs (dynamic dims), op histogram, parameters, FLOPs
+    ge info MODEL [--optimized] inputs, outputs (dynamic dims), op histogram, parameters, FLOPs;
+                                --optimized: of the graph after the optimizer (--opt-level N)
     ge run MODEL [--check]      run on random inputs (or --inputs FILE.npz), summarise the
                                 outputs; --check also runs onnxruntime and prints the max error
+    ge compile MODEL [--report] compile (--opt-level N, default 3; --verify checks every pass
+                                numerically); --report prints what each pass did; -o FILE.json
+                                writes the optimized graph
+    ge verify MODEL             compile with every pass verified on the reference interpreter;
+                                says which pass broke the outputs, at which node, if any
 
 MODEL is an ONNX file (``.onnx``) or a GE graph in its JSON form (``.json``).
 """
@@ -21,9 +27,11 @@ from typing import Optional
 import numpy as np
 
 import ge
-from ge.errors import GEError
+from ge.errors import GEError, VerificationError
 from ge.ir import Graph
 from ge.ops import all_op_types, get_schema, node_cost
+from ge.passes import LEVELS
+from ge.passes.verify import DEFAULT_ATOL, DEFAULT_RTOL
 
 
 def load_graph(path: str) -> Graph:
@@ -81,7 +89,14 @@ def _cmd_ops(args: argparse.Namespace) -> None:
 
 
 def _cmd_info(args: argparse.Namespace) -> None:
-    print(graph_info(load_graph(args.model)))
+    graph = load_graph(args.model)
+    if args.optimized:
+        executable = ge.compile(graph, opt_level=args.opt_level)
+        print(f"optimized at opt_level {args.opt_level}: {len(graph)} -> "
+              f"{len(executable.graph)} nodes")
+        print(graph_info(executable.graph))
+        return
+    print(graph_info(graph))
     if args.model.endswith(".onnx"):
         from ge.frontends.onnx.reference import onnx_op_histogram
 
@@ -128,6 +143,47 @@ def _check_with_onnxruntime(model: str, feeds: dict[str, np.ndarray],
             print(f"check {name}: {int(np.sum(array != want))} differing elements vs onnxruntime")
 
 
+def _cmd_compile(args: argparse.Namespace) -> None:
+    graph = load_graph(args.model)
+    executable = ge.compile(graph, opt_level=args.opt_level, verify=args.verify)
+    if args.report:
+        print(executable.report_text())
+    else:
+        report = executable.report
+        print(f"compiled {graph.name!r} at opt_level {args.opt_level}: "
+              f"{report['nodes_before']} -> {report['nodes']} nodes, {report['steps']} steps "
+              f"in {report['compile_seconds'] * 1e3:.1f} ms")
+    if args.verify:
+        print(f"verified: every pass kept the outputs (rtol {DEFAULT_RTOL}, atol {DEFAULT_ATOL})")
+    if args.output:
+        Path(args.output).write_text(executable.graph.to_json())
+        print(f"wrote the optimized graph to {args.output}")
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    graph = load_graph(args.model)
+    try:
+        executable = ge.compile(graph, opt_level=args.opt_level, verify=True)
+    except VerificationError as error:
+        where = f" (first differing node: {error.node})" if error.node else ""
+        print(f"FAILED: pass {error.pass_name} changed the outputs{where}")
+        print(str(error))
+        return 1
+    passes = executable.report["passes"]
+    print(f"OK: all {len(passes)} passes of opt_level {args.opt_level} keep the outputs of "
+          f"{graph.name!r} (rtol {DEFAULT_RTOL}, atol {DEFAULT_ATOL}; "
+          f"{executable.report['nodes_before']} -> {executable.report['nodes']} nodes)")
+    for record in passes:
+        if record["changed"]:
+            print(f"  {record['pass']}: {record['nodes_before']}->{record['nodes_after']} verified")
+    return 0
+
+
+def _add_level(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--opt-level", type=int, default=3, choices=sorted(LEVELS),
+                        help="0 none, 1 basic, 2 extended (fusions), 3 all (layout); default 3")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``ge`` command."""
     parser = argparse.ArgumentParser(prog="ge", description="GE graph engine")
@@ -137,6 +193,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ops.set_defaults(handler=_cmd_ops)
     info = commands.add_parser("info", help="describe a graph")
     info.add_argument("model")
+    info.add_argument("--optimized", action="store_true",
+                      help="describe the graph the optimizer makes of it")
+    _add_level(info)
     info.set_defaults(handler=_cmd_info)
     run = commands.add_parser("run", help="run a graph on random or given inputs")
     run.add_argument("model")
@@ -144,13 +203,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     run.add_argument("--batch", type=int, default=1, help="size of unknown dimensions")
     run.add_argument("--check", action="store_true", help="compare with onnxruntime")
     run.set_defaults(handler=_cmd_run)
+    compiling = commands.add_parser("compile", help="optimize and compile a graph")
+    compiling.add_argument("model")
+    compiling.add_argument("--report", action="store_true", help="print what each pass did")
+    compiling.add_argument("--verify", action="store_true",
+                           help="check every pass on the reference interpreter")
+    compiling.add_argument("-o", "--output", help="write the optimized graph (.json)")
+    _add_level(compiling)
+    compiling.set_defaults(handler=_cmd_compile)
+    verify = commands.add_parser("verify", help="find the pass, if any, that changes the outputs")
+    verify.add_argument("model")
+    _add_level(verify)
+    verify.set_defaults(handler=_cmd_verify)
     args = parser.parse_args(argv)
     try:
-        args.handler(args)
+        status = args.handler(args)
     except (GEError, OSError) as error:
         print(f"ge {args.command}: {error}", file=sys.stderr)
         return 1
-    return 0
+    return int(status or 0)
 
 
 if __name__ == "__main__":

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 
 import ge
+import ge.passes
 from ge.cli import main
 from ge.ops import all_op_types, create_node
 
@@ -81,3 +84,71 @@ def test_run_check_compares_with_onnxruntime(onnx_file, capsys):
     assert "logits: float32[3, 10]" in out
     error = float(out.split("check logits: max abs error ")[1].split()[0])
     assert error < 1e-4
+
+
+def test_compile_prints_the_report(graph_file, tmp_path, capsys):
+    assert main(["compile", str(graph_file), "--report", "--opt-level", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("compiled 'cli' at opt_level 1: 4 -> ")
+    assert "ShapeFoldingPass" in out and "DeadCodeEliminationPass" in out
+    assert "BatchNormFoldingPass" not in out  # a level-2 pass
+    assert out.splitlines()[-1].startswith("total")
+    optimized = tmp_path / "optimized.json"
+    assert main(["compile", str(graph_file), "--verify", "-o", str(optimized)]) == 0
+    out = capsys.readouterr().out
+    assert "compiled 'cli' at opt_level 3: 4 -> " in out and "verified: every pass" in out
+    assert ge.Graph.from_json(optimized.read_text()).validate()
+    with pytest.raises(SystemExit):
+        main(["compile", str(graph_file), "--opt-level", "9"])
+
+
+def test_info_optimized_shows_the_ops_after_the_optimizer(onnx_file, capsys):
+    assert main(["info", str(onnx_file), "--optimized"]) == 0
+    out = capsys.readouterr().out
+    first, line = out.splitlines()[0], out.split("ops: ")[1].splitlines()[0]
+    histogram = dict(item.split(" x") for item in line.split(", "))
+    assert first.startswith("optimized at opt_level 3: 32 -> ")
+    assert "FusedBatchNorm" not in histogram and "Conv2D" not in histogram
+    assert "input  input: float32[batch,3,32,32]" in out
+    assert main(["info", str(onnx_file), "--optimized", "--opt-level", "0"]) == 0
+    assert "FusedBatchNorm x2" in capsys.readouterr().out
+
+
+def test_verify_says_all_passes_keep_the_outputs(onnx_file, capsys):
+    assert main(["verify", str(onnx_file)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("OK: all ") and "passes of opt_level 3 keep the outputs" in out
+    assert "BatchNormFoldingPass: " in out and " verified" in out
+
+
+class _FlipAddPass(ge.passes.Pass):
+    """A wrong pass: the last Add becomes a Sub under the same name."""
+
+    def run(self, graph):
+        add = [n for n in graph.topological_order() if n.op_type == "Add"][-1]
+        name = add.name
+        sub = create_node("Sub", list(add.inputs), {}, graph.unique_name("sub"), graph)
+        add.outputs[0].replace_all_uses_with(sub.outputs[0])
+        graph.remove_node(add)
+        graph.rename_node(sub, name)
+        result = ge.passes.PassResult()
+        result.note("flipped an Add")
+        return result
+
+
+def test_verify_names_the_pass_that_broke_the_outputs(tmp_path, monkeypatch, capsys):
+    graph = ge.Graph("broken")
+    x = create_node("Data", [], {"shape": [2, 3]}, "x", graph)
+    added = create_node("Add", [x, x], {}, "added", graph)
+    graph.set_outputs([create_node("Tanh", [added], {}, "out", graph)])
+    path = tmp_path / "broken.json"
+    path.write_text(graph.to_json())
+    compiling = importlib.import_module("ge.compiler.compile")
+    original = compiling.passes_for_level
+    monkeypatch.setattr(compiling, "passes_for_level",
+                        lambda level: original(level)[:2] + [_FlipAddPass()] + original(level)[2:])
+    assert main(["verify", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("FAILED: pass _FlipAddPass changed the outputs (first differing node: "
+                          "added)")
+    assert "Passes run before it (verified): ShapeFoldingPass, ConstantFoldingPass" in out

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
+from ge.errors import GraphError
 from ge.ir import Graph, Node, Value
 from ge.ops.registry import create_node, get_schema
 from ge.passes.base import Pass, PassResult
@@ -79,9 +80,15 @@ class ReplaceWith(Rule):
 
     def _inputs(self, match: Match) -> Union[list[Optional[Value]], str]:
         schema = get_schema(self.op_type)
+        names = {spec.name for spec in schema.inputs}
         external: dict[str, Value] = {}
         for node, index, value in match.external_inputs():
-            external.setdefault(get_schema(node.op_type).input_name(index), value)
+            name = get_schema(node.op_type).input_name(index)
+            if name not in names:
+                return f"{self.op_type} has no input {name!r} for {node.op_type}'s outside input"
+            if name in external and external[name] is not value:
+                return f"two different outside inputs are both named {name!r}"
+            external[name] = value
         inputs: list[Optional[Value]] = []
         for spec in schema.inputs:
             if spec.name in external:
@@ -204,6 +211,9 @@ class RewritePass(Pass):
             self._refuse(rule, node, reason)
             return False
         replacements = list(rule.rewrite(found, graph))
+        if len(replacements) != len(node.outputs):
+            raise GraphError(f"rule {rule.name} gave {len(replacements)} values for the "
+                             f"{len(node.outputs)} outputs of {node.op_type} node {node.name!r}")
         root_name = node.name
         renames = [_redirect(graph, old, new) for old, new in zip(node.outputs, replacements)]
         remove_unused(graph, found.nodes)

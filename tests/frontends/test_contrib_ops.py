@@ -11,13 +11,12 @@ from typing import Any, Optional
 
 import numpy as np
 import onnx
+import onnxruntime as ort  # noqa: E402
 import pytest
 from onnx import TensorProto, helper
 
 import ge.backend
 from tests.tolerance import assert_close
-
-ort = pytest.importorskip("onnxruntime")
 
 MS = "com.microsoft"
 _CODES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,

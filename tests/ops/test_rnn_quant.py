@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import numpy as np
+import onnxruntime as ort  # noqa: E402
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -19,8 +20,6 @@ import ge.backend
 from ge.errors import DTypeError, ShapeError
 from ge.ops import create_node, get_schema
 from tests.tolerance import assert_close
-
-ort = pytest.importorskip("onnxruntime")
 
 RNG = np.random.default_rng(1)
 _NAMES = {"RNN": ["X", "W", "R", "B", "sequence_lens", "initial_h"],

@@ -322,7 +322,7 @@ def test_random_graphs_keep_their_outputs_and_never_grow(graph):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_the_decomposition_exports_to_onnx_and_runs_in_onnxruntime(dtype):
-    onnxruntime = pytest.importorskip("onnxruntime")
+    import onnxruntime
     b = Builder()
     x = b.data("x", [2, 6], dtype=dtype)
     t = b.op("Sigmoid", b.op("Sub", x, b.const(0.25, dtype)))

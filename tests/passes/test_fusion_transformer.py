@@ -425,7 +425,7 @@ def test_head_split_and_merge_fold_into_the_3d_attention():
 def test_torch_exports_of_gelu_and_layer_norm_fuse():
     """What torch.onnx (opset 14) writes for nn.GELU, nn.GELU('tanh'), Hugging Face's
     gelu_new and a hand-written LayerNorm."""
-    torch = pytest.importorskip("torch")
+    import torch
 
     class Block(torch.nn.Module):
         def forward(self, a, b, c, d):
@@ -451,7 +451,6 @@ def test_torch_exports_of_gelu_and_layer_norm_fuse():
 
 
 def test_zoo_bert_fuses_and_computes_the_same(tmp_path):
-    pytest.importorskip("torch")
     from examples.zoo import example_feeds, export_onnx
     before = ge.parse_onnx(export_onnx("bert", tmp_path / "bert.onnx", opset=14))
     graph = before.clone()
