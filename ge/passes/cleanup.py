@@ -1,12 +1,39 @@
-"""Clean-up passes: dead code, common subexpressions, no-ops, algebraic identities."""
+"""Clean-up passes: dead code, common subexpressions, no-ops, algebraic identities.
+
+No-op removal and algebraic simplification are *forwarding* rewrites: a node is
+replaced by a value already in the graph (``Identity(x) -> x``, ``x * 1 -> x``),
+or rewired in place (``Transpose(Transpose(x))`` -> one ``Transpose``). Each
+rule is a small function of one node, indexed by op type, applied producers
+first to a fixed point. Graph output names stay stable: when a removed node
+computed a graph output, the value that replaces it takes the output's name; when
+that value cannot be renamed (a graph input, or already another output), the
+node stays.
+"""
 
 from __future__ import annotations
 
-from ge.ir import Graph, Node
+import hashlib
+from collections import Counter, defaultdict
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from ge.ir import DataType, Graph, Node, Tensor, TensorDesc, Value, is_static, num_elements
+from ge.ops.registry import AttrType, Trait, const_value, create_node, get_schema, has_op
 from ge.passes.base import Pass, PassResult
+from ge.passes.folding import dim_symbol, reshape_spec
+from ge.passes.rewrite import remove_unused
 
 __all__ = ["DeadCodeEliminationPass", "CommonSubexpressionEliminationPass",
-           "NoOpEliminationPass", "AlgebraicSimplificationPass"]
+           "NoOpEliminationPass", "AlgebraicSimplificationPass", "same_shape", "forward"]
+
+
+def _describe(counts: Counter[str]) -> str:
+    """``Identity 2, Dropout 1``: most frequent first, ties by name."""
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return ", ".join(f"{what} {n}" for what, n in ordered)
 
 
 class DeadCodeEliminationPass(Pass):
@@ -30,28 +57,551 @@ class DeadCodeEliminationPass(Pass):
         for node in reversed(dead):
             graph.remove_node(node, force=True)
         if dead:
-            kinds = sorted({n.op_type for n in dead})
+            kinds = Counter(n.op_type for n in dead)
             result.count("removed", len(dead))
-            result.note(f"removed {len(dead)} dead nodes ({', '.join(kinds)})")
+            result.note(f"removed {len(dead)} dead nodes ({_describe(kinds)})")
         return result
 
 
+# -- common subexpressions ---------------------------------------------------------------
+
+def _digest(array: np.ndarray) -> str:
+    return hashlib.blake2b(np.ascontiguousarray(array).tobytes(), digest_size=16).hexdigest()
+
+
+def _sample(array: np.ndarray) -> bytes:
+    """A few of the array's elements: arrays that differ there need no full comparison."""
+    flat = array.reshape(-1)
+    return flat[::max(1, flat.size // 64)].tobytes()
+
+
+def _attr_key(value: Any) -> Hashable:
+    """A hashable stand-in for an attribute value; TypeError for a subgraph."""
+    if isinstance(value, Graph):
+        raise TypeError("subgraph attributes are not compared")
+    if isinstance(value, Tensor):
+        array = value.numpy()
+        return ("tensor", array.dtype.str, array.shape, _digest(array))
+    if isinstance(value, np.ndarray):
+        return ("array", value.dtype.str, value.shape, _digest(value))
+    if isinstance(value, (list, tuple)):
+        return tuple(_attr_key(item) for item in value)
+    hash(value)
+    return value
+
+
+def _node_key(node: Node) -> Optional[Hashable]:
+    """What two nodes must share to compute the same thing; None when the node may not
+    merge (not pure, a source, unknown, or holding a subgraph)."""
+    if not has_op(node.op_type):
+        return None
+    schema = get_schema(node.op_type)
+    if not schema.has_trait(Trait.PURE) or schema.has_trait(Trait.SOURCE):
+        return None
+    if any(spec.type is AttrType.GRAPH for spec in schema.attrs.values()):
+        return None
+    inputs = [None if v is None else id(v) for v in node.inputs]
+    if schema.has_trait(Trait.COMMUTATIVE) and len(inputs) >= 2 and None not in inputs[:2]:
+        inputs[:2] = sorted(inputs[:2], key=lambda i: i or 0)
+    try:
+        attrs = tuple(sorted((k, _attr_key(v)) for k, v in node.attrs.items()))
+    except TypeError:
+        return None
+    return (node.op_type, tuple(inputs), attrs)
+
+
+def _merge(graph: Graph, duplicate: Node, keep: Node) -> bool:
+    """Make users of ``duplicate`` read ``keep`` and remove it; False (nothing changed) when
+    both compute graph outputs (two output names cannot share one value)."""
+    pairs = list(zip(duplicate.outputs, keep.outputs))
+    if any(d.is_graph_output() and k.is_graph_output() for d, k in pairs):
+        return False
+    renames = [(k, d.name) for d, k in pairs if d.is_graph_output()]
+    for old, new in pairs:
+        old.replace_all_uses_with(new)
+    graph.remove_node(duplicate)
+    for value, name in renames:
+        value.name = name
+    return True
+
+
 class CommonSubexpressionEliminationPass(Pass):
-    """Placeholder until the clean-up family lands: changes nothing."""
+    """Merge nodes that compute the same thing.
+
+    before: ``a = Mul(x, y); b = Mul(y, x); z = Add(a, b)`` -> after: ``a = Mul(x, y);
+    z = Add(a, a)``. Two nodes merge when they have the same op type, the same inputs
+    (either order for commutative ops) and equal attributes; two ``Const`` nodes merge
+    when their data are equal (dtype, shape and bytes). Producers are merged first, so
+    whole duplicated chains (the same ``Shape -> Gather`` read twice) collapse.
+
+    Refuses nodes that are not pure (``Dropout`` draws random numbers), sources
+    (``Data``), nodes holding subgraphs (``If``/``Loop``/``Scan``: not compared), and a
+    pair that both compute graph outputs (the outputs keep their own names).
+    """
 
     def run(self, graph: Graph) -> PassResult:
-        return PassResult()
+        result = PassResult()
+        merged: Counter[str] = Counter()
+        merged["Const"] = self._merge_constants(graph)
+        seen: dict[Hashable, Node] = {}
+        for node in graph.topological_order():
+            key = _node_key(node)
+            if key is None:
+                continue
+            if key in seen and _merge(graph, node, seen[key]):
+                merged[node.op_type] += 1
+            else:
+                seen.setdefault(key, node)
+        merged = +merged
+        if merged:
+            result.count("merged", sum(merged.values()))
+            result.note(f"merged {sum(merged.values())} duplicate nodes ({_describe(merged)})")
+        return result
+
+    @staticmethod
+    def _merge_constants(graph: Graph) -> int:
+        groups: dict[tuple[str, tuple[int, ...], bytes], list[Node]] = defaultdict(list)
+        for node in graph.topological_order():
+            if node.op_type == "Const":
+                array = node.attrs["value"].numpy()
+                groups[(array.dtype.str, array.shape, _sample(array))].append(node)
+        count = 0
+        for members in groups.values():
+            if len(members) < 2:
+                continue
+            kept: dict[str, Node] = {}
+            for node in members:
+                digest = _digest(node.attrs["value"].numpy())
+                keep = kept.setdefault(digest, node)
+                if keep is not node and np.array_equal(keep.attrs["value"].numpy(),
+                                                       node.attrs["value"].numpy()) \
+                        and _merge(graph, node, keep):
+                    count += 1
+        return count
 
 
-class NoOpEliminationPass(Pass):
-    """Placeholder until the clean-up family lands: changes nothing."""
+# -- forwarding rewrites -----------------------------------------------------------------
+
+def same_shape(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    """True when two shapes are equal for every feed: same rank, each dimension the same
+    known size or the same name."""
+    return len(a) == len(b) and all(
+        x == y and (isinstance(x, str) or x >= 0) for x, y in zip(a, b))
+
+
+def forward(graph: Graph, node: Node, value: Value) -> bool:
+    """Replace ``node`` (its output 0) by ``value`` and remove it; False, changing nothing,
+    when that would rename a graph input or another graph output, or when another output
+    of ``node`` is in use."""
+    old = node.outputs[0]
+    if value is old or any(v.users or v.is_graph_output() for v in node.outputs[1:]):
+        return False
+    rename = old.is_graph_output()
+    if rename and (value.is_graph_output() or value.producer.op_type == "Data"):
+        return False
+    name = old.name
+    old.replace_all_uses_with(value)
+    graph.remove_node(node)
+    if rename:
+        value.name = name
+    return True
+
+
+@dataclass
+class Outcome:
+    """What a rule did: ``label`` for the report, the value replacing the node (None when
+    the rule rewired the node in place), and whether that replaced a node by new ones
+    (reported apart from plain removals)."""
+
+    label: str
+    value: Optional[Value] = None
+    rewritten: bool = False
+
+
+Rule = Callable[[Node], Optional[Outcome]]
+
+
+class _ForwardingPass(Pass):
+    """Applies forwarding rules (indexed by op type; key None: every node) to a fixed point."""
+
+    rules: dict[Optional[str], list[Rule]] = {}
+    #: the report line, formatted with ``count`` and ``kinds``
+    summary = "removed {count} nodes ({kinds})"
+    max_rounds = 8
 
     def run(self, graph: Graph) -> PassResult:
-        return PassResult()
+        result = PassResult()
+        applied: Counter[str] = Counter()
+        rewritten: Counter[str] = Counter()
+        for _ in range(self.max_rounds):
+            touched: list[Node] = []
+            for node in graph.topological_order():
+                if node.graph is not graph:
+                    continue
+                producers = node.predecessors()
+                outcome = self._apply(graph, node)
+                if outcome is not None:
+                    (rewritten if outcome.rewritten else applied)[outcome.label] += 1
+                    touched.extend(producers)
+            remove_unused(graph, touched)
+            if not touched:
+                break
+        if applied:
+            result.count(self.name, sum(applied.values()))
+            result.note(self.summary.format(count=sum(applied.values()),
+                                            kinds=_describe(applied)))
+        if rewritten:
+            result.count("rewritten", sum(rewritten.values()))
+            result.note(f"rewrote {sum(rewritten.values())} into cheaper forms "
+                        f"({_describe(rewritten)})")
+        return result
+
+    def _apply(self, graph: Graph, node: Node) -> Optional[Outcome]:
+        for rule in self.rules.get(node.op_type, []) + self.rules.get(None, []):
+            outcome = rule(node)
+            if outcome is None:
+                continue
+            if outcome.value is None or forward(graph, node, outcome.value):
+                return outcome
+        return None
 
 
-class AlgebraicSimplificationPass(Pass):
-    """Placeholder until the clean-up family lands: changes nothing."""
+def _input(node: Node, index: int = 0) -> Value:
+    value = node.inputs[index]
+    assert value is not None
+    return value
 
-    def run(self, graph: Graph) -> PassResult:
-        return PassResult()
+
+def _same_as_input(node: Node, value: Value) -> bool:
+    out = node.outputs[0]
+    return out.dtype is value.dtype and same_shape(out.shape, value.shape)
+
+
+def _broadcasts_into(small: Sequence[Any], big: Sequence[Any]) -> bool:
+    """True when broadcasting a ``small``-shaped value with a ``big``-shaped one gives
+    ``big`` for every feed (each aligned dimension is 1 or the same known size or name)."""
+    if len(small) > len(big):
+        return False
+    aligned = zip(small, list(big)[len(big) - len(small):])
+    return all(s == 1 or (s == b and (isinstance(s, str) or s >= 0)) for s, b in aligned)
+
+
+def _constant(value: Optional[Value]) -> Optional[np.ndarray]:
+    """The data of a constant; for ``ConstantOfShape`` (of any shape) its fill value."""
+    data = const_value(value)
+    if data is None and value is not None and value.producer.op_type == "ConstantOfShape":
+        fill = value.producer.attrs.get("value")
+        data = fill.numpy() if isinstance(fill, Tensor) else np.zeros(1, np.float32)
+    return data
+
+
+def _const_all(value: Optional[Value], wanted: Any) -> bool:
+    data = _constant(value)
+    return data is not None and data.size > 0 and bool(np.all(data == wanted))
+
+
+def _is_view(node: Node) -> bool:
+    return has_op(node.op_type) and get_schema(node.op_type).has_trait(Trait.VIEW)
+
+
+# -- no-op rules ---------------------------------------------------------------------------
+
+def _identity(node: Node) -> Optional[Outcome]:
+    return Outcome("Identity", _input(node))
+
+
+def _dropout(node: Node) -> Optional[Outcome]:
+    training = node.inputs[2] if len(node.inputs) > 2 else None
+    if training is not None and not _const_all(training, False):
+        return None
+    return Outcome("Dropout", _input(node))
+
+
+def _view_round_trip(node: Node) -> Optional[Outcome]:
+    """A view (or chain of views) that gives back the shape of its source is the source."""
+    source = _input(node)
+    while True:
+        if _same_as_input(node, source):
+            direct = source is node.inputs[0]
+            return Outcome(f"{node.op_type} to the same shape" if direct else "view round trip",
+                           source)
+        producer = source.producer
+        if not _is_view(producer) or producer.inputs[0] is None:
+            return None
+        source = producer.inputs[0]
+
+
+def _view_chain(node: Node) -> Optional[Outcome]:
+    """view(view(x)) -> Reshape(x, constant) when the inner view feeds only this one."""
+    inner = _input(node).producer
+    if not _is_view(inner) or inner.op_type == "Identity" or inner.inputs[0] is None:
+        return None
+    if len(inner.outputs[0].users) != 1 or inner.outputs[0].is_graph_output():
+        return None
+    source, out = inner.inputs[0], node.outputs[0]
+    spec = reshape_spec(source, [dim_symbol(out, i) for i in range(len(out.shape))])
+    if spec is None or node.graph is None:
+        return None
+    return Outcome("view chain into one Reshape", _reshape(node.graph, node, source, spec),
+                   rewritten=True)
+
+
+def _reshape(graph: Graph, node: Node, source: Value, spec: list[int]) -> Value:
+    """A new ``Reshape(source, spec)`` to stand for ``node``'s output (keeping its format)."""
+    target = np.array(spec, np.int64)
+    const = graph.add_node("Const", [], {"value": Tensor(target)},
+                           [TensorDesc(target.shape, DataType.DT_INT64)],
+                           graph.unique_name(f"{node.name}/shape"))
+    view = create_node("Reshape", [source, const], {}, graph.unique_name(f"{node.name}/view"),
+                       graph)
+    view.outputs[0].format = node.outputs[0].format
+    return view.outputs[0]
+
+
+def _same_shape_op(label: str) -> Rule:
+    def rule(node: Node) -> Optional[Outcome]:
+        source = _input(node)
+        return Outcome(label, source) if _same_as_input(node, source) else None
+    return rule
+
+
+def _tile_by_ones(node: Node) -> Optional[Outcome]:
+    return Outcome("Tile by ones", _input(node)) if _const_all(node.inputs[1], 1) else None
+
+
+def _slice_whole(node: Node) -> Optional[Outcome]:
+    steps = node.inputs[4] if len(node.inputs) > 4 else None
+    if steps is not None and not _const_all(steps, 1):
+        return None
+    source = _input(node)
+    return Outcome("Slice of the whole tensor", source) if _same_as_input(node, source) else None
+
+
+def _concat_one(node: Node) -> Optional[Outcome]:
+    return Outcome("Concat of one input", _input(node)) if len(node.inputs) == 1 else None
+
+
+def _pad_zeros(node: Node) -> Optional[Outcome]:
+    return Outcome("Pad of zeros", _input(node)) if _const_all(node.inputs[1], 0) else None
+
+
+def _cast(node: Node) -> Optional[Outcome]:
+    source = _input(node)
+    if node.outputs[0].dtype is source.dtype:
+        return Outcome("Cast to the same type", source)
+    inner = source.producer
+    if inner.op_type != "Cast" or inner.inputs[0] is None:
+        return None
+    origin = inner.inputs[0]
+    if _holds_exactly(source.dtype.np_dtype, origin.dtype.np_dtype) and \
+            origin.dtype is node.outputs[0].dtype:
+        return Outcome("Cast round trip", origin)
+    return None
+
+
+def _holds_exactly(wide: np.dtype, narrow: np.dtype) -> bool:
+    """True when every ``narrow`` value survives a trip through ``wide`` unchanged (NumPy's
+    "safe" casting, except integers into floats too short for them: int64 -> float64)."""
+    if narrow == np.bool_:
+        return True
+    try:
+        if not np.can_cast(narrow, wide, casting="safe"):
+            return False
+    except TypeError:
+        return False
+    if narrow.kind in "iu" and wide.kind == "f":
+        return np.finfo(wide).nmant + 1 >= np.iinfo(narrow).bits - (narrow.kind == "i")
+    return True
+
+
+def _perm(node: Node, rank: int) -> list[int]:
+    perm = node.attrs.get("perm")
+    return list(range(rank - 1, -1, -1)) if perm is None else [p % rank for p in perm]
+
+
+def _transpose(node: Node) -> Optional[Outcome]:
+    """An identity perm is a no-op; two transposes compose into one, or into nothing."""
+    source = _input(node)
+    rank = len(source.shape)
+    outer = _perm(node, rank)
+    inner = source.producer
+    if outer == list(range(rank)):
+        return Outcome("Transpose by the identity", source)
+    if inner.op_type != "Transpose" or inner.inputs[0] is None:
+        return _unit_transpose(node, source, outer)
+    first = _perm(inner, rank)
+    composed = [first[p] for p in outer]
+    if composed == list(range(rank)):
+        return Outcome("Transpose pair", inner.inputs[0])
+    node.replace_input_with(0, inner.inputs[0])
+    node.attrs["perm"] = composed
+    return Outcome("Transpose chain into one", rewritten=True)
+
+
+def _unit_transpose(node: Node, source: Value, perm: list[int]) -> Optional[Outcome]:
+    """A transpose that moves only size-1 dimensions keeps the memory order: a Reshape
+    (a view, no copy), which can then merge with the views around it."""
+    moved = [axis for axis in perm if source.shape[axis] != 1]
+    out = node.outputs[0]
+    spec = reshape_spec(source, [dim_symbol(out, i) for i in range(len(out.shape))])
+    if moved != sorted(moved) or spec is None or node.graph is None:
+        return None
+    view = _reshape(node.graph, node, source, spec)
+    return Outcome("Transpose of unit dimensions as a Reshape", view, rewritten=True)
+
+
+class NoOpEliminationPass(_ForwardingPass):
+    """Remove nodes that give back their input.
+
+    before -> after: ``Identity(x)`` -> ``x``; ``Dropout(x)`` in inference form (no
+    ``training_mode``, or a constant false; its mask unused) -> ``x``; a view
+    (``Reshape``/``Squeeze``/``Unsqueeze``/``Flatten``), ``Expand`` or ``Slice`` (unit
+    steps) whose output shape is its input's -> ``x``; a chain of views back to its
+    source's shape (``Unsqueeze(Squeeze(x))``) -> ``x``; ``view(view(x))`` -> one
+    ``Reshape(x, constant)``; a ``Transpose`` that moves only size-1 dimensions (the
+    memory order stays) -> ``Reshape`` (a view, merging with the views around it);
+    ``Cast`` to x's own type, and a widening round trip (``Cast(Cast(x: f32, f64), f32)``)
+    -> ``x``; ``Transpose`` by the identity, and a pair
+    that cancels -> ``x``; two transposes -> one with the composed perm; ``Concat`` of one
+    input, ``Pad`` by zeros, ``Tile`` by ones -> ``x``.
+
+    Refuses when shapes are only possibly equal (an unknown, unnamed dimension), when
+    the Dropout may train or its mask is used, a narrowing cast round trip
+    (``f32 -> f16 -> f32`` rounds), view chains whose inner view has other consumers or
+    whose final shape cannot be written as a constant target, and, to keep graph output
+    names, removing a node whose output is a graph output when its input is a graph input
+    or another graph output.
+    """
+
+    summary = "removed {count} no-ops ({kinds})"
+    rules: dict[Optional[str], list[Rule]] = {
+        "Identity": [_identity],
+        "Dropout": [_dropout],
+        "Reshape": [_view_round_trip, _view_chain],
+        "Squeeze": [_view_round_trip, _view_chain],
+        "Unsqueeze": [_view_round_trip, _view_chain],
+        "Flatten": [_view_round_trip, _view_chain],
+        "Expand": [_same_shape_op("Expand to the same shape")],
+        "Slice": [_slice_whole],
+        "Cast": [_cast],
+        "Transpose": [_transpose],
+        "Concat": [_concat_one],
+        "Pad": [_pad_zeros],
+        "Tile": [_tile_by_ones],
+    }
+
+
+# -- algebraic rules ---------------------------------------------------------------------
+
+#: op -> (identity element, its symbol); the element may sit on the left only for
+#: commutative ops
+_IDENTITY_ELEMENTS: dict[str, tuple[Any, str]] = {
+    "Add": (0, "x+0"), "Sub": (0, "x-0"), "Mul": (1, "x*1"), "Div": (1, "x/1"),
+    "Pow": (1, "x**1"), "And": (True, "x and true"), "Or": (False, "x or false"),
+}
+
+#: unary ops f with f(f(x)) = x
+_INVOLUTIONS = ("Neg", "Not", "BitwiseNot")
+
+#: unary ops f with f(f(x)) = f(x)
+_IDEMPOTENT = ("Relu", "Abs", "Floor", "Ceil", "Round", "Sign")
+
+#: ops whose result is never negative: Relu and Abs give them back unchanged
+_NON_NEGATIVE = ("Relu", "Abs", "Exp", "Sigmoid", "Softmax")
+
+#: binary ops f with f(x, x) = x
+_SELF_IDEMPOTENT = ("Max", "Min", "And", "Or")
+
+
+def _identity_element(node: Node) -> Optional[Outcome]:
+    element, label = _IDENTITY_ELEMENTS[node.op_type]
+    left, right = node.inputs[0], node.inputs[1]
+    candidates = [(left, right)]
+    if get_schema(node.op_type).has_trait(Trait.COMMUTATIVE):
+        candidates.append((right, left))
+    for kept, other in candidates:
+        if kept is not None and other is not None and _const_all(other, element) and \
+                node.outputs[0].dtype is kept.dtype and _broadcasts_into(other.shape, kept.shape):
+            return Outcome(label, kept)
+    return None
+
+
+def _times_zero(node: Node) -> Optional[Outcome]:
+    """x * 0 -> zeros, for integers only (for floats NaN * 0 and inf * 0 are NaN)."""
+    out, graph = node.outputs[0], node.graph
+    if graph is None or not (out.dtype.is_integer or out.dtype.np_dtype == np.bool_):
+        return None
+    if not any(_const_all(v, 0) for v in node.inputs) or not is_static(out.shape) or \
+            num_elements(out.shape) > 1 << 16:
+        return None
+    zeros = np.zeros([int(d) for d in out.shape], out.dtype.np_dtype)
+    const = graph.add_node("Const", [], {"value": Tensor(zeros)}, [out.desc],
+                           graph.unique_name(f"{node.name}/zeros"))
+    return Outcome("x*0 (integers)", const.outputs[0])
+
+
+def _involution(node: Node) -> Optional[Outcome]:
+    inner = _input(node).producer
+    if inner.op_type == node.op_type and inner.inputs[0] is not None:
+        return Outcome("double negation", inner.inputs[0])
+    return None
+
+
+def _idempotent(node: Node) -> Optional[Outcome]:
+    source = _input(node)
+    inner = source.producer.op_type
+    if inner == node.op_type or (node.op_type in ("Relu", "Abs") and inner in _NON_NEGATIVE):
+        return Outcome(f"{node.op_type}({inner}(x))", source)
+    return None
+
+
+def _self_idempotent(node: Node) -> Optional[Outcome]:
+    left = node.inputs[0]
+    if left is not None and left is node.inputs[1] and node.outputs[0].dtype is left.dtype:
+        return Outcome(f"{node.op_type}(x, x)", left)
+    return None
+
+
+def _where_constant(node: Node) -> Optional[Outcome]:
+    condition = node.inputs[0]
+    for wanted, branch in ((True, node.inputs[1]), (False, node.inputs[2])):
+        others = [v for v in node.inputs if v is not branch]
+        if branch is not None and _const_all(condition, wanted) and \
+                all(v is not None and _broadcasts_into(v.shape, branch.shape) for v in others):
+            return Outcome("Where with a constant condition", branch)
+    return None
+
+
+def _algebraic_rules() -> dict[Optional[str], list[Rule]]:
+    rules: dict[Optional[str], list[Rule]] = defaultdict(list)
+    for op in _IDENTITY_ELEMENTS:
+        rules[op].append(_identity_element)
+    rules["Mul"].append(_times_zero)
+    for op in _INVOLUTIONS:
+        rules[op].append(_involution)
+    for op in _IDEMPOTENT:
+        rules[op].append(_idempotent)
+    for op in _SELF_IDEMPOTENT:
+        rules[op].append(_self_idempotent)
+    rules["Where"].append(_where_constant)
+    return dict(rules)
+
+
+class AlgebraicSimplificationPass(_ForwardingPass):
+    """Apply algebraic identities that remove a node.
+
+    before -> after: ``x*1``, ``1*x``, ``x+0``, ``0+x``, ``x-0``, ``x/1``, ``x**1``, ``x and
+    true``, ``x or false`` -> ``x``; ``Neg(Neg(x))``, ``Not(Not(x))`` -> ``x``;
+    ``Relu(Relu(x))``, ``Abs(Abs(x))`` (and Floor, Ceil, Round, Sign) -> the inner node;
+    ``Relu``/``Abs`` of a non-negative result (Relu, Abs, Exp, Sigmoid, Softmax) -> that
+    result; ``Max(x, x)``, ``Min(x, x)`` -> ``x``; ``Where(constant true, a, b)`` -> ``a``;
+    integer ``x*0`` -> a zeros constant.
+
+    Broadcast-aware: ``x * ones`` is ``x`` only when the result has x's shape (and
+    dtype), so ``x[3] * ones[2,3]`` stays. ``x + 0`` turns ``-0.0`` into ``+0.0``; that
+    sign is ignored. Refuses float ``x*0`` (NaN and inf times 0 are NaN, not 0) and
+    anything that would rename a graph input or another graph output.
+    """
+
+    summary = "simplified {count} expressions ({kinds})"
+    rules = _algebraic_rules()

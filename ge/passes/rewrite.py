@@ -210,6 +210,7 @@ class RewritePass(Pass):
         if reason is not None:
             self._refuse(rule, node, reason)
             return False
+        existing = {id(n) for n in graph.nodes}
         replacements = list(rule.rewrite(found, graph))
         if len(replacements) != len(node.outputs):
             raise GraphError(f"rule {rule.name} gave {len(replacements)} values for the "
@@ -217,7 +218,7 @@ class RewritePass(Pass):
         root_name = node.name
         renames = [_redirect(graph, old, new) for old, new in zip(node.outputs, replacements)]
         remove_unused(graph, found.nodes)
-        _take_name(graph, replacements, root_name)
+        _take_name(graph, [v for v in replacements if id(v.producer) not in existing], root_name)
         for value, name in renames:
             if value is not None and not _value_named(graph, name):
                 value.name = name

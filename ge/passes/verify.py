@@ -23,16 +23,17 @@ DEFAULT_ATOL = 1e-5
 
 
 def random_feeds(graph: Graph, seed: int = 0, unknown: int = 2) -> dict[str, np.ndarray]:
-    """Random inputs for every graph input; unknown dimensions take ``unknown`` (named ones
-    agree across inputs); integers are small and non-negative so they index safely."""
+    """Random inputs for every graph input. An unknown dimension takes ``unknown``; named
+    ones agree across inputs and each name takes its own size (``unknown``, ``unknown + 1``,
+    ...); integers are small and non-negative so they index safely."""
     rng = np.random.default_rng(seed)
     named: dict[str, int] = {}
     feeds: dict[str, np.ndarray] = {}
     for value in graph.inputs:
         shape = []
         for dim in value.shape:
-            if isinstance(dim, str):
-                dim = named.setdefault(dim, unknown)
+            if isinstance(dim, str):  # distinct names get distinct sizes, so mix-ups show
+                dim = named.setdefault(dim, unknown + len(named))
             shape.append(dim if dim >= 0 else unknown)
         feeds[value.producer.name] = _random_array(rng, value, shape)
     return feeds

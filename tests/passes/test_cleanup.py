@@ -208,6 +208,16 @@ def test_a_widening_cast_round_trip_inside_the_graph_goes():
     assert exprs(after) == ["Neg(x)"]
 
 
+def test_int64_through_float64_is_not_a_round_trip():
+    before = Graph("int64")
+    x = data(before, "x", [3], "int64")
+    back = op(before, "Cast", op(before, "Cast", x, dtype="float64"), dtype="int64")
+    before.set_outputs([op(before, "Neg", back)])  # 2**53 + 1 would come back as 2**53
+
+    after = before.clone()
+    assert not NoOpEliminationPass().run(after).changed
+
+
 def test_dropout_that_may_train_or_whose_mask_is_used_stays():
     before = Graph("dropout")
     x = data(before, "x", [4])
