@@ -70,7 +70,7 @@ def test_numpy_is_the_only_hard_dependency():
         "r = g.add_op(ge.OperatorFactory.create_op('Relu').set_input('x', x).build())\n"
         "g.set_outputs([r])\n"
         "ge.Session(ge.compile(g)).run({'x': np.ones(2, np.float32)})\n"
-        "heavy = {'torch', 'onnx', 'onnxruntime', 'tensorflow', 'ray', 'matplotlib'}\n"
+        "heavy = {'torch', 'onnx', 'onnxruntime', 'tensorflow', 'ray', 'matplotlib', 'numba'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
     )
     completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
@@ -81,7 +81,8 @@ def test_numpy_is_the_only_hard_dependency():
 def test_foreign_frameworks_are_imported_only_in_their_rooms():
     allowed = {"onnx": ("frontends/onnx/", "backend.py"), "onnxruntime": ("frontends/onnx/",),
                "torch": ("frontends/torch", "engines/torch"),
-               "tensorflow": ("frontends/tensorflow",), "ray": ("distributed/",)}
+               "tensorflow": ("frontends/tensorflow",), "ray": ("distributed/",),
+               "numba": ("engines/fused/",)}
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE).as_posix()

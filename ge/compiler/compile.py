@@ -23,7 +23,7 @@ from ge.passes import PassManager, passes_for_level
 
 __all__ = ["compile", "DEFAULT_ENGINES", "DEFAULT_OPT_LEVEL"]
 
-DEFAULT_ENGINES: tuple[str, ...] = ("numpy",)
+DEFAULT_ENGINES: tuple[str, ...] = ("fused", "numpy")
 DEFAULT_OPT_LEVEL = 3
 
 

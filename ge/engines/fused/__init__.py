@@ -1,109 +1,223 @@
-"""The fused engine: each ``FusedElementwise`` node as one generated single-pass kernel.
+"""The fused engine: each ``FusedElementwise`` node as generated loops compiled by numba.
 
-At bind time the node's steps are translated into one numexpr program and
-compiled once (``ge.engines.fused.codegen``); a run then only calls the
-compiled program, which streams over its inputs block by block on numexpr's
-threads, reading each input once and writing the output once, where the
-reference kernel makes one full pass over memory per step.
+At bind time the node's steps are lowered to scalar instructions
+(``lowering``), staged into loops and NumPy calls (``plan``), and each loop is
+generated as Python source (``codegen``) and compiled by numba (``kernels``),
+once per process and, through an on-disk cache, once per machine. A run then
+calls the compiled loops (``runner``): each reads its inputs once and writes its
+output once, where the unfused graph makes a pass over memory per op.
 
-numexpr is an optional dependency, imported on first use. Without it, or for
-steps it cannot compile (dtypes other than float32 and float64, ``Erf`` in
-float64, more than ``MAX_OPERANDS`` inputs), ``supports`` answers False and the
-NumPy engine's reference kernel runs the node.
+Transcendental functions (tanh, exp, log1p, ...) run as NumPy calls between
+loops: NumPy's SIMD versions are 3-50x faster than the scalar libm calls a numba
+loop makes (``erf`` is the exception, computed inline).
+
+``supports`` declines, and the NumPy engine runs the node, when the
+cost model (``cost``) finds the loops would not beat the unfused ops, when numba
+is missing, and for what the loops cannot express: float16 and bfloat16, integer
+division and powers, inputs that broadcast other than along leading or trailing
+axes (see ``layout``).
 """
 
 from __future__ import annotations
 
 import functools
+import math
+import threading
+import warnings
 from collections.abc import Sequence
-from types import ModuleType
+from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 import numpy as np
 
 from ge.engines.base import BoundKernel, Engine, register_engine
-from ge.engines.fused.codegen import Generated, Unsupported, generate
+from ge.engines.fused import cost, kernels
+from ge.engines.fused.codegen import describe, generate
+from ge.engines.fused.layout import Layout, classify
+from ge.engines.fused.lowering import Unsupported, lower
+from ge.engines.fused.plan import Plan, stage, value_shapes
+from ge.engines.fused.runner import PARALLEL_MIN_ELEMENTS, FusedKernel, StageKernels
 from ge.errors import UnsupportedOpError
-from ge.ir import DataType, Node
-from ge.ops.fused_elementwise import FUSED_ELEMENTWISE, parse_steps
+from ge.ir import Node
+from ge.ops.fused_elementwise import FUSED_ELEMENTWISE
+from ge.ops.registry import Cost, get_schema, node_cost
+from ge.ops.shape_utils import broadcast_shapes
 
-__all__ = ["FusedElementwiseEngine", "numexpr_module"]
+__all__ = ["FusedElementwiseEngine", "Analysis", "analyse", "COMPILE_MIN_ELEMENTS"]
 
-
-@functools.lru_cache(maxsize=1)
-def numexpr_module() -> Optional[ModuleType]:
-    """The numexpr module, or None when it is not installed."""
-    try:
-        import numexpr
-    except ImportError:
-        return None
-    return numexpr
+#: Outputs smaller than this run the reference kernel: compiling a loop (0.3 s cold) would
+#: cost more than it could ever save on them.
+COMPILE_MIN_ELEMENTS = 1 << 16
 
 
-_Key = tuple[tuple[str, ...], tuple[DataType, ...], DataType]
+@dataclass(frozen=True)
+class Analysis:
+    """What the engine makes of a node: its staged plan and each loop stage's layout."""
+
+    steps: tuple[str, ...]
+    plan: Plan
+    layouts: tuple[Layout, ...]
+    size: Optional[int]  # output elements, None when not known before running
 
 
-@functools.lru_cache(maxsize=512)
-def _program(key: _Key) -> Union[tuple[Generated, Any], str]:
-    """The generated and compiled program for a node's steps and dtypes, or why there is
-    none. Nodes with the same steps and dtypes share one compiled program."""
-    numexpr = numexpr_module()
-    if numexpr is None:
-        return "numexpr is not installed"
-    texts, input_dtypes, output = key
-    try:
-        generated = generate(numexpr, parse_steps(texts), input_dtypes, output)
-        compiled = numexpr.NumExpr(generated.expression, signature=list(generated.signature))
-    except Unsupported as error:
-        return str(error)
-    except (NotImplementedError, TypeError, ValueError, KeyError) as error:
-        return f"numexpr cannot compile the steps ({error})"
-    return generated, compiled
+_Key = tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[Any, ...], ...], tuple[Any, ...],
+             str]
 
 
 def _key(node: Node) -> Optional[_Key]:
     if node.op_type != FUSED_ELEMENTWISE or any(v is None for v in node.inputs):
         return None
-    dtypes = tuple(v.dtype for v in node.inputs if v is not None)
-    return tuple(node.attrs["steps"]), dtypes, node.outputs[0].dtype
+    inputs = [v for v in node.inputs if v is not None]
+    output = node.outputs[0]
+    return (tuple(node.attrs["steps"]), tuple(v.dtype.np_dtype.name for v in inputs),
+            tuple(tuple(v.shape) for v in inputs), tuple(output.shape),
+            output.dtype.np_dtype.name)
+
+
+def _static_size(shape: Sequence[Any]) -> Optional[int]:
+    if all(isinstance(d, int) and d >= 0 for d in shape):
+        return math.prod(shape)
+    return None
+
+
+@functools.lru_cache(maxsize=512)
+def analyse(key: _Key) -> Union[Analysis, str]:
+    """The analysis of a node with this key, or why the engine declines it."""
+    steps, dtypes, shapes, output, output_dtype = key
+    try:
+        program = lower(steps, [np.dtype(d) for d in dtypes])
+    except Unsupported as error:
+        return str(error)
+    if program.instructions[program.result].dtype != np.dtype(output_dtype):
+        return f"the steps compute {program.instructions[program.result].dtype}; the op " \
+               f"gives {output_dtype}"
+    plan = stage(program)
+    if not any(program.instructions[i].kind == "input" for i in plan.live):
+        return "the steps read no input"
+    known = value_shapes(plan, shapes, output, lambda *s: broadcast_shapes(*s) or ())
+    layouts = []
+    for loop in plan.stages:
+        layout = classify([known[r] for r in loop.reads], output)
+        if layout is None:
+            listing = ", ".join(str(list(known[r])) for r in loop.reads)
+            return f"inputs {listing} broadcast to {list(output)} other than along leading " \
+                   f"or trailing axes"
+        layouts.append(layout)
+    return Analysis(steps, plan, tuple(layouts), _static_size(output))
 
 
 class FusedElementwiseEngine(Engine):
-    """Runs ``FusedElementwise`` nodes as generated numexpr programs."""
+    """Runs ``FusedElementwise`` nodes as generated numba loops (and NumPy calls)."""
 
     name = "fused"
 
-    def refusal(self, node: Node) -> Optional[str]:
-        """Why this engine does not run ``node`` (None: it does)."""
+    def analysis(self, node: Node) -> Union[Analysis, str]:
+        """The node's analysis, or why the engine cannot run it at all."""
         key = _key(node)
         if key is None:
             return f"{node.op_type} is not {FUSED_ELEMENTWISE}"
-        program = _program(key)
-        return program if isinstance(program, str) else None
+        if kernels.numba_module() is None:
+            return "numba is not installed"
+        return analyse(key)
+
+    def refusal(self, node: Node) -> Optional[str]:
+        """Why this engine does not run ``node`` (None: it does): it cannot, or the cost
+        model expects the NumPy engine to be as fast."""
+        analysis = self.analysis(node)
+        if isinstance(analysis, str):
+            return analysis
+        return cost.refusal(analysis.plan, analysis.layouts, analysis.steps, analysis.size)
 
     def supports(self, node: Node) -> bool:
-        """True for FusedElementwise nodes whose steps compile to one numexpr program."""
+        """True for FusedElementwise nodes the generated loops run faster than NumPy, and
+        that are not known to be too small to repay a compile."""
+        analysis = self.analysis(node)
+        if isinstance(analysis, Analysis) and analysis.size is not None \
+                and analysis.size < COMPILE_MIN_ELEMENTS:
+            return False
         return self.refusal(node) is None
 
-    def bind(self, node: Node) -> BoundKernel:
-        """The node's compiled program (compiled here, once), as a kernel."""
+    def estimate(self, node: Node) -> Cost:
+        """The registry's operations, and the bytes the staged loops move."""
         key = _key(node)
-        program = _program(key) if key is not None else "not a FusedElementwise node"
-        if isinstance(program, str):
+        analysis = analyse(key) if key is not None else None
+        base = node_cost(node)
+        if not isinstance(analysis, Analysis) or analysis.size is None:
+            return base
+        return Cost(base.flops, cost.bytes_moved(analysis.plan, analysis.layouts, analysis.size))
+
+    def bind(self, node: Node) -> BoundKernel:
+        """The node's kernel; its loops are compiled here, once (or loaded from the cache).
+        A node the cost model declines still binds (``supports`` is the compiler's
+        question); one the engine cannot run raises ``UnsupportedOpError``."""
+        analysis = self.analysis(node)
+        if isinstance(analysis, str):
             raise UnsupportedOpError(f"{node.op_type} node {node.name!r}: the fused engine "
-                                     f"cannot run it: {program}")
-        generated, compiled = program
-        numexpr = numexpr_module()
-        assert numexpr is not None
-        uses_vml = bool(getattr(numexpr, "use_vml", False))
-        positions = generated.inputs
+                                     f"cannot run it: {analysis}")
+        reference = _reference(analysis.steps)
+        if analysis.size is not None:
+            return _build(analysis, reference, node.name)
+        return _CompileWhenLarge(analysis, reference, node.name)
 
-        def run(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
-            arrays = [np.asarray(inputs[i]) for i in positions]
-            result = compiled(*arrays, order="K", casting="safe", ex_uses_vml=uses_vml)
-            return [np.asarray(result)]
 
-        return run
+def _build(analysis: Analysis, reference: Any, name: str) -> BoundKernel:
+    """Compile the node's loops now (from the disk cache when warm)."""
+    try:
+        compiled = _compile(analysis)
+    except Exception as error:  # noqa: BLE001 - a numba failure must not lose the node
+        warnings.warn(f"fused engine: node {name!r} runs its reference kernel; "
+                      f"numba failed: {error}", RuntimeWarning, stacklevel=3)
+        return lambda inputs: [np.asarray(reference(inputs))]
+    numba = kernels.numba_module()
+    assert numba is not None
+    return FusedKernel(analysis.plan, compiled, numba.get_num_threads(), reference)
+
+
+class _CompileWhenLarge:
+    """A node whose size is known only at run time: small runs take the reference kernel
+    (a compile would cost more than it saves); the first large run compiles the loops,
+    once, and every later run of any size uses them."""
+
+    def __init__(self, analysis: Analysis, reference: Any, name: str) -> None:
+        self.analysis, self.reference, self.name = analysis, reference, name
+        self.compiled: Optional[BoundKernel] = None
+        self.lock = threading.Lock()
+
+    def __call__(self, inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
+        if self.compiled is None:
+            shapes = [a.shape for a in inputs if a is not None]
+            if math.prod(np.broadcast_shapes(*shapes)) < COMPILE_MIN_ELEMENTS:
+                return [np.asarray(self.reference(inputs))]
+        return self.force()(inputs)
+
+    def force(self) -> BoundKernel:
+        """The compiled kernel, compiling it now if no run has yet."""
+        with self.lock:
+            if self.compiled is None:
+                self.compiled = _build(self.analysis, self.reference, self.name)
+        return self.compiled
+
+
+def _reference(steps: tuple[str, ...]) -> Any:
+    kernel = get_schema(FUSED_ELEMENTWISE).kernel
+
+    def run(inputs: Sequence[Optional[np.ndarray]]) -> np.ndarray:
+        return kernel(*inputs, steps=steps)
+
+    return run
+
+
+def _compile(analysis: Analysis) -> list[StageKernels]:
+    """Each stage's loops: serial always, parallel unless the output is known small."""
+    large = analysis.size is None or analysis.size >= PARALLEL_MIN_ELEMENTS
+    description = describe(analysis.steps)
+    compiled = []
+    for loop, layout in zip(analysis.plan.stages, analysis.layouts):
+        source = generate(analysis.plan.program, loop, layout, description)
+        serial = kernels.compile_loop(source, parallel=False).function
+        parallel = kernels.compile_loop(source, parallel=True).function if large else None
+        compiled.append(StageKernels(layout, serial, parallel))
+    return compiled
 
 
 register_engine(FusedElementwiseEngine())
