@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
-	$(PIP) install -q -e '.[onnx,torch]'
+	$(PIP) install -q -e '.[onnx,torch,fast]'
 	touch $@
 
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python

@@ -36,6 +36,7 @@ def show(title: str, graph: ge.Graph, feed: dict[str, np.ndarray]) -> None:
     print(f"=== {title} ===")
     print(graph)
     executable = ge.compile(graph)
+    print(executable.report_text())
     print(executable.summary())
     session = ge.Session(executable)
     outputs = session.run(feed)
@@ -70,8 +71,10 @@ def onnx_resnet18(directory: str) -> None:
     ge_seconds = time_per_run(session, feeds, repeats=5)
     ort_seconds = time_per_run_of(lambda: reference.run(None, feeds), repeats=5)
     error = float(np.abs(ours - theirs).max())
-    print(f"GE (NumPy engine): {ge_seconds * 1e3:.2f} ms per run")
-    print(f"onnxruntime:       {ort_seconds * 1e3:.2f} ms per run")
+    histogram = session.executable.engine_histogram()
+    engines = ", ".join(f"{k}: {v}" for k, v in sorted(histogram.items()))
+    print(f"GE (opt_level 3; steps per engine {engines}): {ge_seconds * 1e3:.2f} ms per run")
+    print(f"onnxruntime: {ort_seconds * 1e3:.2f} ms per run")
     print(f"max abs error {error:.3g} (output scale {float(np.abs(theirs).max()):.3g}); "
           f"top-1 class GE {int(ours.argmax())}, onnxruntime {int(theirs.argmax())}")
 
