@@ -19,6 +19,7 @@ from ge.errors import (
 )
 from ge.runtime import acl as runtime_acl
 from ge.runtime.device import current_device, device_of_pointer, get_device, set_device
+from tests.examples.test_seed_examples import load_example
 
 
 @pytest.fixture(autouse=True)
@@ -30,76 +31,6 @@ def clean_runtime() -> Iterator[None]:
         while acl.init_count():
             acl.finalize()
     set_device(0)
-
-
-# The seed's section 6.1 program, with its import lines left out: the test supplies
-# ``acl`` and ``np`` as imported, and a stand-in ``ge`` whose session doubles its input.
-SECTION_6_1 = '''
-class GraphExecutor:
-    def __init__(self, graph, device_id=0):
-        self.graph = graph
-        self.device_id = device_id
-        self.session = None
-        self.is_initialized = False
-
-    def init(self):
-        acl.init()
-        acl.rt.set_device(self.device_id)
-        compiled_graph = ge.compile(self.graph)
-        self.session = ge.Session(compiled_graph)
-        self.is_initialized = True
-        print("Graph executor initialized")
-
-    def run(self, inputs):
-        if not self.is_initialized:
-            raise RuntimeError("Executor not initialized")
-        feed_dict = {}
-        for i, (name, data) in enumerate(inputs.items()):
-            size = data.nbytes
-            device_ptr, _ = acl.rt.malloc(size)
-            acl.rt.memcpy(
-                device_ptr,
-                data,
-                size,
-                acl.rt.MEMCPY_HOST_TO_DEVICE
-            )
-            feed_dict[name] = (device_ptr, size)
-        outputs = self.session.run(feed_dict)
-        results = {}
-        for name, (device_ptr, size) in outputs.items():
-            host_data = np.zeros(size // 4, dtype=np.float32)
-            acl.rt.memcpy(
-                host_data,
-                device_ptr,
-                size,
-                acl.rt.MEMCPY_DEVICE_TO_HOST
-            )
-            results[name] = host_data
-            acl.rt.free(device_ptr)
-        for device_ptr, size in feed_dict.values():
-            acl.rt.free(device_ptr)
-        return results
-
-    def finalize(self):
-        if self.session is not None:
-            self.session.finalize()
-            self.session = None
-        acl.rt.reset_device(self.device_id)
-        acl.finalize()
-        self.is_initialized = False
-
-def execute_graph_simple(graph, input_data):
-    executor = GraphExecutor(graph)
-    executor.init()
-    inputs = {
-        "input": input_data.astype(np.float32)
-    }
-    outputs = executor.run(inputs)
-    print("Graph execution completed")
-    print(f"Outputs: {list(outputs.keys())}")
-    executor.finalize()
-    return outputs
-'''
 
 
 class DoublingSession:
@@ -122,10 +53,11 @@ class DoublingSession:
 
 
 def run_section_6_1() -> dict[str, object]:
-    stand_in = types.SimpleNamespace(compile=lambda graph: graph, Session=DoublingSession)
-    namespace: dict[str, object] = {"acl": acl, "np": np, "ge": stand_in}
-    exec(compile(SECTION_6_1, "seed_6_1", "exec"), namespace)
-    return namespace
+    """The seed's section 6.1 program (examples/), with a stand-in ``ge`` whose session
+    doubles its input: the runtime alone is under test here."""
+    program = load_example("seed_6_1_sync_execution")
+    program.ge = types.SimpleNamespace(compile=lambda graph: graph, Session=DoublingSession)
+    return vars(program)
 
 
 def test_import_acl_is_the_runtime_module() -> None:
