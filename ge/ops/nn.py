@@ -33,8 +33,8 @@ from ge.ops.nn_window import (
     AxisPlan,
     Window,
     conv_output_size,
+    correlate,
     effective_kernel,
-    grouped_product,
     plan_axis,
     same_padding,
     window_counts,
@@ -250,14 +250,8 @@ def conv2d_kernel(x: np.ndarray, weights: np.ndarray, bias: Optional[np.ndarray]
     """2-D cross-correlation of ``input`` with ``filter`` (plus ``bias``), as TensorFlow's
     Conv2D and PyTorch's conv2d: strides, dilations, SAME/VALID/explicit padding, groups."""
     layout = attrs["data_format"]
-    nhwc = _to_nhwc(x, layout)
-    hwio = weights.astype(nhwc.dtype, copy=False)
-    if _filter_format(attrs) == "OIHW":
-        hwio = hwio.transpose(2, 3, 1, 0)
-    windows = _windows(nhwc, resolve_window(attrs), hwio.shape[:2], 0.0)
-    result = grouped_product(windows, hwio, attrs["groups"])
-    if bias is not None:
-        result = result + bias.astype(result.dtype, copy=False)
+    hwio = weights.transpose(2, 3, 1, 0) if _filter_format(attrs) == "OIHW" else weights
+    result = correlate(_to_nhwc(x, layout), hwio, resolve_window(attrs), attrs["groups"], bias)
     return _from_nhwc(result, layout, x.dtype)
 
 

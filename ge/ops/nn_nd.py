@@ -24,7 +24,7 @@ from ge.ops.elementwise import FLOATS
 from ge.ops.nn_window import (
     Window,
     compute_dtype,
-    grouped_product,
+    correlate,
     onnx_pads,
     plan_axis,
     window_counts,
@@ -202,14 +202,9 @@ def conv3d_kernel(x: np.ndarray, weights: np.ndarray, bias: Optional[np.ndarray]
     """3-D cross-correlation of ``input`` with ``filter`` (plus ``bias``), as TensorFlow's
     Conv3D and PyTorch's conv3d: strides, dilations, SAME/VALID/explicit padding, groups."""
     channels_first = attrs["data_format"] == "NCDHW"
-    data = to_channels_last(x, channels_first)
-    dhwio = weights.astype(data.dtype, copy=False)
-    if _filter_3d(attrs) == "OIDHW":
-        dhwio = dhwio.transpose(2, 3, 4, 1, 0)
-    windows = window_view(data, _resolve_3d(attrs), dhwio.shape[:3], 0.0)
-    result = grouped_product(windows, dhwio, attrs["groups"])
-    if bias is not None:
-        result = result + bias.astype(result.dtype, copy=False)
+    dhwio = weights.transpose(2, 3, 4, 1, 0) if _filter_3d(attrs) == "OIDHW" else weights
+    result = correlate(to_channels_last(x, channels_first), dhwio, _resolve_3d(attrs),
+                       attrs["groups"], bias)
     return from_channels_last(result, channels_first, x.dtype)
 
 

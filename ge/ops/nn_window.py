@@ -13,14 +13,14 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 __all__ = ["effective_kernel", "same_padding", "conv_output_size", "AxisPlan", "Window",
-           "plan_axis", "window_view", "window_counts", "grouped_product", "onnx_pads",
-           "compute_dtype"]
+           "plan_axis", "window_view", "window_counts", "grouped_product", "correlate",
+           "onnx_pads", "compute_dtype"]
 
 
 def effective_kernel(kernel: int, dilation: int = 1) -> int:
@@ -172,3 +172,15 @@ def grouped_product(windows: np.ndarray, weights: np.ndarray, groups: int) -> np
     parts = [np.tensordot(windows[..., g * per_group:(g + 1) * per_group], split[..., g, :],
                           axes=(window_axes, filter_axes)) for g in range(groups)]
     return np.concatenate(parts, axis=-1)
+
+
+def correlate(data: np.ndarray, filters: np.ndarray, window: Window, groups: int,
+              bias: Optional[np.ndarray]) -> np.ndarray:
+    """Cross-correlation of channels-last ``data`` with a ``[*kernel, C/groups, Cout]``
+    filter (plus ``bias``), for any number of spatial axes: the convolutions' one kernel."""
+    weights = filters.astype(data.dtype, copy=False)
+    windows = window_view(data, window, weights.shape[:-2], 0.0)
+    result = grouped_product(windows, weights, groups)
+    if bias is not None:
+        result = result + bias.astype(result.dtype, copy=False)
+    return result
