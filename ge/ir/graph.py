@@ -13,8 +13,11 @@ first output.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import heapq
 import itertools
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, Optional, Union
 
@@ -22,7 +25,13 @@ from ge.errors import GraphError
 from ge.ir.dtypes import DataType
 from ge.ir.tensor import Format, Shape, TensorDesc, format_shape
 
-__all__ = ["Usage", "Value", "Node", "Graph", "ValueLike", "as_value", "set_node_checker"]
+__all__ = ["Usage", "Value", "Node", "Graph", "ValueLike", "as_value", "set_node_checker",
+           "collector_paused", "DIMENSION_NAMES_ARE_HINTS"]
+
+#: ``graph.metadata`` key: when true, the names of the inputs' dimensions are what a model
+#: file declared, not a promise (ONNX's dim_param): feeds may break them, and a session
+#: then runs a plan compiled with those dimensions apart
+DIMENSION_NAMES_ARE_HINTS = "dimension_names_are_hints"
 
 
 class Usage(NamedTuple):
@@ -45,7 +54,7 @@ class Value:
         self.format: Format = desc.format
         self._producer = producer
         self._index = index
-        self._users: list[Usage] = []
+        self._users: dict[tuple[int, int], Usage] = {}  # (id(node), input index) -> use
 
     @property
     def name(self) -> str:
@@ -57,7 +66,13 @@ class Value:
 
     @name.setter
     def name(self, name: Optional[str]) -> None:
+        graph = self._producer.graph
+        if graph is None:
+            self._name = name
+            return
+        graph._unindex_value(self)
         self._name = name
+        graph._index_value(self)
 
     @property
     def has_explicit_name(self) -> bool:
@@ -77,7 +92,7 @@ class Value:
     @property
     def users(self) -> tuple[Usage, ...]:
         """Every ``(node, input index)`` that reads this value."""
-        return tuple(self._users)
+        return tuple(self._users.values())
 
     @property
     def desc(self) -> TensorDesc:
@@ -96,13 +111,13 @@ class Value:
     def is_graph_output(self) -> bool:
         """True when the value is one of its graph's outputs."""
         graph = self._producer.graph
-        return graph is not None and any(v is self for v in graph.outputs)
+        return graph is not None and id(self) in graph._output_ids
 
     def replace_all_uses_with(self, other: Value) -> None:
         """Make every user of this value, and the graph's outputs, read ``other`` instead."""
         if other is self:
             return
-        for usage in list(self._users):
+        for usage in list(self._users.values()):
             usage.node.replace_input_with(usage.input_index, other)
         graph = self._producer.graph
         if graph is not None:
@@ -129,7 +144,8 @@ def as_value(item: Any) -> Value:
 class Node:
     """One instance of an op: a type, attributes, input values and output values."""
 
-    __slots__ = ("name", "op_type", "attrs", "_inputs", "outputs", "graph", "__weakref__")
+    __slots__ = ("name", "op_type", "attrs", "_inputs", "outputs", "graph", "_prev", "_next",
+                 "__weakref__")
 
     def __init__(self, op_type: str, inputs: Sequence[Optional[Value]], attrs: dict[str, Any],
                  outputs: Sequence[TensorDesc], name: Optional[str] = None) -> None:
@@ -140,6 +156,9 @@ class Node:
         self.outputs: tuple[Value, ...] = tuple(
             Value(self, i, desc) for i, desc in enumerate(outputs))
         self.graph: Optional[Graph] = None
+        # neighbours in the graph's node order (a doubly linked list)
+        self._prev: Optional[Node] = None
+        self._next: Optional[Node] = None
 
     # -- the operator-handle view (output 0) -----------------------------------------
     @property
@@ -175,10 +194,14 @@ class Node:
         if old is value:
             return
         if self.graph is not None and old is not None:
-            old._users.remove(Usage(self, index))
+            del old._users[id(self), index]
         self._inputs[index] = value
-        if self.graph is not None and value is not None:
-            value._users.append(Usage(self, index))
+        if self.graph is not None:
+            if value is not None:
+                value._users[id(self), index] = Usage(self, index)
+            for record, rewired in self.graph._recorders:
+                if rewired:
+                    record.append(self)
 
     def predecessors(self) -> list[Node]:
         """Distinct producers of this node's inputs."""
@@ -192,7 +215,7 @@ class Node:
         """Distinct nodes that read any of this node's outputs."""
         seen: dict[int, Node] = {}
         for value in self.outputs:
-            for usage in value._users:
+            for usage in value._users.values():
                 seen.setdefault(id(usage.node), usage.node)
         return list(seen.values())
 
@@ -212,14 +235,27 @@ def set_node_checker(checker: Optional[Callable[[Node], None]]) -> None:
 
 
 class Graph:
-    """A dataflow graph of nodes, with inputs (its ``Data`` nodes) and ordered outputs."""
+    """A dataflow graph of nodes, with inputs (its ``Data`` nodes) and ordered outputs.
+
+    The nodes are kept in one order, a doubly linked list: new nodes go at the end, or
+    just before the node named by ``inserting_before`` (so a rewrite can place its
+    replacement where the replaced node stood). Indexes from node name to node and
+    from value name to value are kept current by every change, so look-ups cost the
+    same in a graph of ten nodes or of a hundred thousand.
+    """
 
     def __init__(self, name: str = "graph") -> None:
         self.name = str(name)
-        self._nodes: dict[int, Node] = {}
+        self._head: Optional[Node] = None
+        self._tail: Optional[Node] = None
+        self._size = 0
+        self._insert_point: Optional[Node] = None
         self._outputs: list[Value] = []
+        self._output_ids: Counter[int] = Counter()
         self._counter = itertools.count()
-        self._names: set[str] = set()
+        self._by_name: dict[str, Node] = {}
+        self._values: dict[str, list[Value]] = {}
+        self._recorders: list[tuple[list[Node], bool]] = []  # (record, count rewired too)
         self.metadata: dict[str, Any] = {}
 
     # -- building ---------------------------------------------------------------------
@@ -257,22 +293,67 @@ class Graph:
     def _attach(self, node: Node) -> None:
         if not node.name:
             node.name = self.unique_name(node.op_type.lower())
-        elif node.name in self._names:
+        elif node.name in self._by_name:
             raise GraphError(f"graph {self.name!r} already has a node named {node.name!r}")
-        self._names.add(node.name)
+        self._by_name[node.name] = node
         node.graph = self
-        self._nodes[id(node)] = node
+        self._link(node)
+        for record, _ in self._recorders:
+            record.append(node)
         for index, value in enumerate(node._inputs):
             if value is not None:
-                value._users.append(Usage(node, index))
+                value._users[id(node), index] = Usage(node, index)
+        for value in node.outputs:
+            self._index_value(value)
+
+    def _link(self, node: Node) -> None:
+        """Put ``node`` at the end of the order, or before the insertion point."""
+        point = self._insert_point
+        if point is not None and point.graph is self:
+            node._prev, node._next = point._prev, point
+            if point._prev is None:
+                self._head = node
+            else:
+                point._prev._next = node
+            point._prev = node
+        else:
+            node._prev, node._next = self._tail, None
+            if self._tail is None:
+                self._head = node
+            else:
+                self._tail._next = node
+            self._tail = node
+        self._size += 1
+
+    def _unlink(self, node: Node) -> None:
+        if node._prev is None:
+            self._head = node._next
+        else:
+            node._prev._next = node._next
+        if node._next is None:
+            self._tail = node._prev
+        else:
+            node._next._prev = node._prev
+        node._prev = node._next = None
+        self._size -= 1
+
+    @contextlib.contextmanager
+    def inserting_before(self, node: Optional[Node]) -> Iterator[None]:
+        """Within this block, nodes added to the graph go just before ``node`` in the order
+        (at the end when ``node`` is None or has left the graph)."""
+        saved, self._insert_point = self._insert_point, node
+        try:
+            yield
+        finally:
+            self._insert_point = saved
 
     def unique_name(self, base: str) -> str:
         """A node name starting with ``base`` that no node of this graph has."""
-        if base not in self._names:
+        if base not in self._by_name:
             return base
         while True:
             candidate = f"{base}_{next(self._counter)}"
-            if candidate not in self._names:
+            if candidate not in self._by_name:
                 return candidate
 
     def remove_node(self, node: Node, *, force: bool = False) -> None:
@@ -281,24 +362,48 @@ class Graph:
             raise GraphError(f"node {node.name!r} is not in graph {self.name!r}")
         for value in node.outputs:
             if not force and (value._users or value.is_graph_output()):
-                users = ", ".join(repr(u.node.name) for u in value._users) or "the graph outputs"
+                users = ", ".join(repr(u.node.name) for u in value.users) or "the graph outputs"
                 raise GraphError(f"cannot remove {node.name!r}: {value.name!r} is used by {users}")
         for index, read in enumerate(node._inputs):
             if read is not None:
-                read._users.remove(Usage(node, index))
-        del self._nodes[id(node)]
-        self._names.discard(node.name)
+                read._users.pop((id(node), index), None)
+        for value in node.outputs:
+            self._unindex_value(value)
+        if self._insert_point is node:
+            self._insert_point = node._next
+        self._unlink(node)
+        if self._by_name.get(node.name) is node:
+            del self._by_name[node.name]
         node.graph = None
 
     def rename_node(self, node: Node, name: str) -> None:
         """Give a node a new name that no other node has."""
         if name == node.name:
             return
-        if name in self._names:
+        if name in self._by_name:
             raise GraphError(f"graph {self.name!r} already has a node named {name!r}")
-        self._names.discard(node.name)
-        self._names.add(name)
+        derived = [v for v in node.outputs if not v.has_explicit_name]
+        for value in derived:
+            self._unindex_value(value)
+        del self._by_name[node.name]
+        self._by_name[name] = node
         node.name = name
+        for value in derived:
+            self._index_value(value)
+
+    def _index_value(self, value: Value) -> None:
+        self._values.setdefault(value.name, []).append(value)
+
+    def _unindex_value(self, value: Value) -> None:
+        holders = self._values.get(value.name)
+        if holders is None:
+            return
+        for position, held in enumerate(holders):
+            if held is value:
+                del holders[position]
+                break
+        if not holders:
+            del self._values[value.name]
 
     def set_outputs(self, outputs: Iterable[ValueLike]) -> Graph:
         """Set the graph's outputs, in order (the seed's ``set_outputs([op, ...])``)."""
@@ -308,21 +413,46 @@ class Graph:
                 self.add_op(value.producer)
             elif value.producer.graph is not self:
                 raise GraphError(f"output {value.name!r} belongs to another graph")
-        self._outputs = values
+        self._set_output_values(values)
         return self
+
+    def _set_output_values(self, values: list[Value]) -> None:
+        self._outputs = values
+        self._output_ids = Counter(id(v) for v in values)
 
     def replace_output(self, old: Value, new: Value) -> None:
         """Make every graph output that is ``old`` be ``new``."""
-        self._outputs = [new if v is old else v for v in self._outputs]
+        if id(old) not in self._output_ids:
+            return
+        self._set_output_values([new if v is old else v for v in self._outputs])
 
     # -- reading ----------------------------------------------------------------------
+    def _walk(self) -> Iterator[Node]:
+        node = self._head
+        while node is not None:
+            following = node._next
+            yield node
+            node = following
+
     @property
     def nodes(self) -> list[Node]:
-        """The nodes in insertion order (a snapshot: safe to mutate while walking)."""
-        return list(self._nodes.values())
+        """The nodes in the graph's order (a snapshot: safe to mutate while walking)."""
+        return list(self._walk())
+
+    @contextlib.contextmanager
+    def recording(self, *, rewired: bool = False) -> Iterator[list[Node]]:
+        """Within this block, the yielded list collects every node added to the graph
+        and, with ``rewired``, every node one of whose inputs changed (a node may be
+        listed more than once, and may have been removed again by the block's end)."""
+        entry: tuple[list[Node], bool] = ([], rewired)
+        self._recorders.append(entry)
+        try:
+            yield entry[0]
+        finally:
+            self._recorders = [held for held in self._recorders if held is not entry]
 
     def __len__(self) -> int:
-        return len(self._nodes)
+        return self._size
 
     def __iter__(self) -> Iterator[Node]:
         return iter(self.nodes)
@@ -337,61 +467,61 @@ class Graph:
 
     @property
     def inputs(self) -> list[Value]:
-        """The values of the graph's ``Data`` nodes, in the order they were added."""
-        return [node.outputs[0] for node in self._nodes.values() if node.op_type == "Data"]
+        """The values of the graph's ``Data`` nodes, in the graph's order."""
+        return [node.outputs[0] for node in self._walk() if node.op_type == "Data"]
 
     def node(self, name: str) -> Node:
         """The node called ``name``."""
-        for node in self._nodes.values():
-            if node.name == name:
-                return node
-        raise GraphError(f"graph {self.name!r} has no node named {name!r}")
+        found = self._by_name.get(name)
+        if found is None:
+            raise GraphError(f"graph {self.name!r} has no node named {name!r}")
+        return found
+
+    def has_node(self, name: str) -> bool:
+        """True when a node of this graph is called ``name``."""
+        return name in self._by_name
 
     def find_value(self, name: str) -> Value:
         """The value called ``name``."""
-        for node in self._nodes.values():
-            for value in node.outputs:
-                if value.name == name:
-                    return value
-        raise GraphError(f"graph {self.name!r} has no value named {name!r}")
+        holders = self._values.get(name)
+        if not holders:
+            raise GraphError(f"graph {self.name!r} has no value named {name!r}")
+        return holders[0]
+
+    def has_value(self, name: str) -> bool:
+        """True when a value of this graph is called ``name``."""
+        return name in self._values
 
     def get_ops(self) -> list[Node]:
         """The nodes in topological order (the seed's ``graph.get_ops()``)."""
         return self.topological_order()
 
     def topological_order(self) -> list[Node]:
-        """Nodes ordered so each comes after its producers; ties keep insertion order."""
-        nodes = list(self._nodes.values())
-        position = {id(node): i for i, node in enumerate(nodes)}
-        pending = {id(node): 0 for node in nodes}
-        for node in nodes:
-            for producer in node.predecessors():
-                if id(producer) in position:
-                    pending[id(node)] += 1
-        ready = [position[id(n)] for n in nodes if pending[id(n)] == 0]
-        heapq.heapify(ready)
-        order: list[Node] = []
-        while ready:
-            node = nodes[heapq.heappop(ready)]
-            order.append(node)
-            for successor in node.successors():
-                key = id(successor)
-                if key in pending:
-                    pending[key] -= 1
-                    if pending[key] == 0:
-                        heapq.heappush(ready, position[key])
-        if len(order) != len(nodes):
-            stuck = sorted(n.name for n in nodes if pending[id(n)] > 0)
-            raise GraphError(f"graph {self.name!r} has a cycle through nodes {stuck}")
+        """Nodes ordered so each comes after its producers.
+
+        The graph's own order is returned when it is one already (a walk over the
+        nodes checks that); otherwise the nodes are sorted, ties keeping the graph's
+        order, and the graph keeps the sorted order for next time.
+        """
+        nodes = self.nodes
+        if _is_topological(nodes, self):
+            return nodes
+        order = _sorted_topologically(nodes, self.name)
+        for before, after in zip(order, order[1:]):
+            before._next, after._prev = after, before
+        order[0]._prev = order[-1]._next = None
+        self._head, self._tail = order[0], order[-1]
         return order
 
     # -- checking ---------------------------------------------------------------------
-    def validate(self) -> bool:
+    def validate(self, nodes: Optional[Iterable[Node]] = None) -> bool:
         """Check the graph; return True, or raise ``GraphError`` naming what is wrong.
 
         Checked: at least one output; unique node and value names; every input
         produced by a node of this graph; consistent use-def links; no cycle; and
-        every node against its op's definition (inputs, attributes, shapes, dtypes).
+        every node against its op's definition (inputs, attributes, shapes, dtypes),
+        or, given ``nodes``, only those of them still in the graph (the pass manager
+        checks what a pass added or rewired this way).
         """
         if not self._outputs:
             raise GraphError(f"graph {self.name!r} has no outputs; call set_outputs([...])")
@@ -401,6 +531,9 @@ class Graph:
             if value.producer.graph is not self:
                 raise GraphError(f"graph output {value.name!r} is produced outside the graph")
         order = self.topological_order()
+        if nodes is not None:
+            chosen = {id(n): n for n in nodes if n.graph is self}
+            order = [n for n in order if id(n) in chosen]
         if _node_checker is not None:
             for node in order:
                 _node_checker(node)
@@ -416,7 +549,7 @@ class Graph:
     def _check_names(self) -> None:
         seen: set[str] = set()
         values: set[str] = set()
-        for node in self._nodes.values():
+        for node in self._walk():
             if node.name in seen:
                 raise GraphError(f"graph {self.name!r} has two nodes named {node.name!r}")
             seen.add(node.name)
@@ -426,7 +559,7 @@ class Graph:
                 values.add(value.name)
 
     def _check_links(self) -> None:
-        for node in self._nodes.values():
+        for node in self._walk():
             for index, value in enumerate(node._inputs):
                 if value is None:
                     continue
@@ -434,10 +567,10 @@ class Graph:
                     raise GraphError(
                         f"node {node.name!r} input {index} reads {value.name!r}, whose producer "
                         f"is not in graph {self.name!r} (a dangling input)")
-                if Usage(node, index) not in value._users:
+                if (id(node), index) not in value._users:
                     raise GraphError(f"use-def link broken at node {node.name!r} input {index}")
             for value in node.outputs:
-                for usage in value._users:
+                for usage in value._users.values():
                     reader = usage.node
                     if reader.graph is not self or reader._inputs[usage.input_index] is not value:
                         raise GraphError(f"value {value.name!r} lists a stale user {usage}")
@@ -456,7 +589,7 @@ class Graph:
                 new_value._name = old_value._name
                 mapping[id(old_value)] = new_value
             copy._attach(new)
-        copy._outputs = [mapping[id(v)] for v in self._outputs]
+        copy._set_output_values([mapping[id(v)] for v in self._outputs])
         return copy
 
     def extract(self, inputs: Sequence[Union[str, ValueLike]],
@@ -482,7 +615,7 @@ class Graph:
                 new_value._name = old_value._name
                 mapping.setdefault(id(old_value), new_value)
             sub._attach(new)
-        sub._outputs = [mapping[id(v)] for v in out_values]
+        sub._set_output_values([mapping[id(v)] for v in out_values])
         return sub
 
     def _cone(self, outputs: Sequence[Value], stop: set[int]) -> set[int]:
@@ -509,7 +642,7 @@ class Graph:
         return format_graph(self)
 
     def __repr__(self) -> str:
-        return f"Graph({self.name!r}, {len(self._nodes)} nodes)"
+        return f"Graph({self.name!r}, {self._size} nodes)"
 
     def to_json(self) -> str:
         """The graph as JSON text (constant data included, base64-encoded)."""
@@ -523,6 +656,62 @@ class Graph:
         from ge.ir.serialize import graph_from_json
 
         return graph_from_json(text)
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector within the block (restored after).
+
+    A large graph is millions of long-lived objects linked in cycles (a value and
+    its producer); while one is built, each automatic collection would walk them
+    all again, so parsing and compiling time would grow faster than the graph.
+    Parsing and ``ge.compile`` run inside this block; cycles left behind are
+    collected once the collector runs again.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _is_topological(nodes: list[Node], graph: Graph) -> bool:
+    seen: set[int] = set()
+    for node in nodes:
+        for value in node._inputs:
+            if value is not None and value.producer.graph is graph \
+                    and id(value.producer) not in seen:
+                return False
+        seen.add(id(node))
+    return True
+
+
+def _sorted_topologically(nodes: list[Node], name: str) -> list[Node]:
+    """Kahn's algorithm; among ready nodes the earliest in ``nodes`` goes first."""
+    position = {id(node): i for i, node in enumerate(nodes)}
+    pending = {id(node): 0 for node in nodes}
+    for node in nodes:
+        for producer in node.predecessors():
+            if id(producer) in position:
+                pending[id(node)] += 1
+    ready = [position[id(n)] for n in nodes if pending[id(n)] == 0]
+    heapq.heapify(ready)
+    order: list[Node] = []
+    while ready:
+        node = nodes[heapq.heappop(ready)]
+        order.append(node)
+        for successor in node.successors():
+            key = id(successor)
+            if key in pending:
+                pending[key] -= 1
+                if pending[key] == 0:
+                    heapq.heappush(ready, position[key])
+    if len(order) != len(nodes):
+        stuck = sorted(n.name for n in nodes if pending[id(n)] > 0)
+        raise GraphError(f"graph {name!r} has a cycle through nodes {stuck}")
+    return order
 
 
 def _copy_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
