@@ -461,7 +461,5 @@ def swiglu_kernel(a: np.ndarray, b: np.ndarray, *, alpha: float) -> np.ndarray:
     work = compute_dtype(a.dtype)
     gate = a.astype(work)
     sigmoid = 0.5 * (1.0 + np.tanh(0.5 * work.type(alpha) * gate))  # overflow-free
-    return (gate * sigmoid * b.astype(work)).astype(a.dtype)
-
-
-from ge.ops import image, sequence_mixers  # noqa: E402,F401 - register the rest of the family
+    with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 is NaN, as ONNX says
+        return (gate * sigmoid * b.astype(work)).astype(a.dtype)

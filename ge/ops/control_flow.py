@@ -111,8 +111,9 @@ def _infer_if(ctx: InferenceContext) -> list[TensorDesc]:
         merged = merge_descs(then_value.desc, else_value.desc)
         if merged is None:
             raise ctx.fail(f"output {index} has shape {list(then_value.shape)} in then_branch "
-                           f"but {list(else_value.shape)} in else_branch; GE needs both "
-                           f"branches to give the same rank")
+                           f"but {list(else_value.shape)} in else_branch; a GE value has one "
+                           f"rank, so both branches must give the same rank (dimensions "
+                           f"that differ become unknown)")
         descs.append(merged)
     return descs
 

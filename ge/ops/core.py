@@ -1,4 +1,4 @@
-"""Sources and plumbing: Data, Const, Identity, Cast, Shape."""
+"""Sources and plumbing: Data, Const, Identity, Cast, BitCast, Shape, Size."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def _saturate(x: np.ndarray, target: np.dtype) -> np.ndarray:
                     Attr("round_mode", AttrType.STRING, None, choices=("up", "down", "nearest"),
                          doc="rounding to FLOAT8E8M0, 'up' when unset (the other types "
                              "round to nearest even)")],
-             infer=_infer_cast, traits=(Trait.PURE, Trait.ELEMENTWISE))
+             infer=_infer_cast, traits=(Trait.PURE, Trait.ELEMENTWISE), moved_inputs=(0,))
 def cast_kernel(x: np.ndarray, *, dtype: DataType, saturate: bool = True,
                 round_mode: Optional[str] = None) -> np.ndarray:
     """y = x converted to ``dtype``, as ONNX ``Cast`` does.
@@ -161,3 +161,44 @@ def shape_kernel(x: np.ndarray, *, start: int, end: Any) -> np.ndarray:
 def channel_axis(data_format: Format, rank: int) -> int:
     """The channel axis of a tensor in ``data_format`` (NCHW: 1; NHWC and ND: last)."""
     return normalize_axis(1 if data_format is Format.NCHW else -1, rank)
+
+
+# -- BitCast ----------------------------------------------------------------------------
+
+_NARROW_BITS = {DataType.DT_INT4: 4, DataType.DT_UINT4: 4, DataType.DT_FLOAT4_E2M1: 4,
+                DataType.DT_INT2: 2, DataType.DT_UINT2: 2}
+
+
+def bit_width(dtype: DataType) -> int:
+    """Bits per element of ``dtype`` (4 and 2 for the packed narrow types)."""
+    return _NARROW_BITS.get(dtype, dtype.itemsize * 8)
+
+
+def _infer_bitcast(ctx: InferenceContext) -> Sequence[TensorDesc]:
+    source, target = ctx.dtype(0), ctx.attr("to")
+    if bit_width(source) != bit_width(target):
+        raise ctx.fail_dtype(f"cannot reinterpret {source.short_name} ({bit_width(source)} bits) "
+                             f"as {target.short_name} ({bit_width(target)} bits): the widths "
+                             f"must be equal")
+    desc = ctx.input(0)
+    return [TensorDesc(desc.shape, target, desc.format)]
+
+
+@register_op("BitCast", inputs=["x"], attrs=[Attr("to", AttrType.DTYPE, REQUIRED)],
+             infer=_infer_bitcast, traits=(Trait.PURE, Trait.ELEMENTWISE))
+def bitcast_kernel(x: np.ndarray, *, to: DataType) -> np.ndarray:
+    """y = the bits of x read as type ``to`` (of the same width)."""
+    return (x if x.flags.c_contiguous else x.copy()).view(to.np_dtype)
+
+
+# -- Size ------------------------------------------------------------------------------
+
+def _infer_size(ctx: InferenceContext) -> Sequence[TensorDesc]:
+    ctx.input(0)
+    return [TensorDesc((), DataType.DT_INT64)]
+
+
+@register_op("Size", inputs=["data"], infer=_infer_size)
+def size_kernel(data: np.ndarray) -> np.ndarray:
+    """y = the number of elements of ``data``, an int64 scalar."""
+    return np.array(data.size, np.int64)

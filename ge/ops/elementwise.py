@@ -20,6 +20,8 @@ from ge.ops.registry import (
     AttrType,
     InferenceContext,
     Input,
+    LayoutRole,
+    Scalar,
     Trait,
     flops_per_output,
     register_op,
@@ -66,14 +68,16 @@ def _binary_infer(allowed: Sequence[DataType], result: Optional[DataType]
 
 def register_binary(op_type: str, function: Callable[..., np.ndarray], doc: str,
                     allowed: Sequence[DataType] = NUMERIC, result: Optional[DataType] = None,
-                    commutative: bool = False, attrs: Sequence[Attr] = ()) -> None:
+                    commutative: bool = False, attrs: Sequence[Attr] = (),
+                    traits: Sequence[Trait] = (),
+                    identity_element: Optional[Scalar] = None) -> None:
     """Register a broadcasting binary op ``y = function(x, y, **attrs)`` on one dtype.
 
     The output has the inputs' dtype, or ``result`` (e.g. bool for comparisons).
+    ``traits`` are added to the elementwise ones.
     """
-    traits = _ELEMENTWISE + ((Trait.COMMUTATIVE,) if commutative else ())
-    if result is not None:
-        traits = (Trait.PURE, Trait.ELEMENTWISE) + ((Trait.COMMUTATIVE,) if commutative else ())
+    base = _ELEMENTWISE if result is None else (Trait.PURE, Trait.ELEMENTWISE)
+    traits = base + ((Trait.COMMUTATIVE,) if commutative else ()) + tuple(traits)
     out_dtype = None if result is None else result.np_dtype
 
     def kernel(x: np.ndarray, y: np.ndarray, **values: Any) -> np.ndarray:
@@ -84,7 +88,8 @@ def register_binary(op_type: str, function: Callable[..., np.ndarray], doc: str,
     kernel.__doc__ = doc
     kernel.__name__ = f"{op_type.lower()}_kernel"
     register_op(op_type, inputs=["x", "y"], attrs=attrs, infer=_binary_infer(allowed, result),
-                cost=flops_per_output(1), traits=traits)(kernel)
+                cost=flops_per_output(1), traits=traits,
+                identity_element=identity_element)(kernel)
 
 
 def _divide(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -98,14 +103,17 @@ def _divide(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.divide(x, y)
 
 
-register_binary("Add", np.add, "y = x + y (broadcasting).", commutative=True)
-register_binary("Sub", np.subtract, "y = x - y (broadcasting).")
-register_binary("Mul", np.multiply, "y = x * y (broadcasting).", commutative=True)
-register_binary("Div", _divide, "y = x / y (broadcasting); integers divide truncating toward zero.")
+register_binary("Add", np.add, "y = x + y (broadcasting).", commutative=True,
+                identity_element=0)
+register_binary("Sub", np.subtract, "y = x - y (broadcasting).", identity_element=0)
+register_binary("Mul", np.multiply, "y = x * y (broadcasting).", commutative=True,
+                identity_element=1)
+register_binary("Div", _divide, "y = x / y (broadcasting); integers divide truncating toward zero.",
+                identity_element=1)
 register_binary("Min", np.minimum, "y = min(x, y) elementwise (NaN propagates).", allowed=ALL,
-                commutative=True)
+                commutative=True, traits=(Trait.SELF_IDEMPOTENT,))
 register_binary("Max", np.maximum, "y = max(x, y) elementwise (NaN propagates).", allowed=ALL,
-                commutative=True)
+                commutative=True, traits=(Trait.SELF_IDEMPOTENT,))
 register_binary("Equal", np.equal, "y = (x == y), a bool tensor.", allowed=ALL,
                 result=DataType.DT_BOOL, commutative=True)
 register_binary("Less", np.less, "y = (x < y), a bool tensor.", allowed=ALL,
@@ -139,7 +147,7 @@ def _power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 @register_op("Pow", inputs=["x", "y"], infer=_infer_pow, cost=flops_per_output(1),
-             traits=_ELEMENTWISE)
+             traits=_ELEMENTWISE, identity_element=1)
 def pow_kernel(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """z = x ** y (broadcasting); the exponent may have another dtype; z has x's dtype."""
     with np.errstate(all="ignore"):
@@ -160,14 +168,17 @@ def _unary_infer(allowed: Sequence[DataType], result: Optional[DataType]
 
 def register_unary(op_type: str, function: Callable[..., np.ndarray], doc: str,
                    allowed: Sequence[DataType] = FLOATS, flops: int = 1,
-                   attrs: Sequence[Attr] = (), result: Optional[DataType] = None) -> None:
+                   attrs: Sequence[Attr] = (), result: Optional[DataType] = None,
+                   traits: Sequence[Trait] = ()) -> None:
     """Register an elementwise op ``y = function(x, **attrs)``.
 
     The output has x's dtype, or ``result`` (e.g. bool for IsNaN). Floating-point
     exceptions (overflow, invalid) give inf and NaN silently, as ONNX specifies.
+    ``traits`` are added to the elementwise ones.
     """
     out_dtype = None if result is None else result.np_dtype
-    traits = _ELEMENTWISE if result is None else (Trait.PURE, Trait.ELEMENTWISE)
+    base = _ELEMENTWISE if result is None else (Trait.PURE, Trait.ELEMENTWISE)
+    traits = base + tuple(traits)
 
     def kernel(x: np.ndarray, **values: Any) -> np.ndarray:
         with np.errstate(all="ignore"):
@@ -222,19 +233,23 @@ def erf(x: np.ndarray) -> np.ndarray:
     return result
 
 
+#: Relu and Abs: idempotent, never negative, and x itself where x >= 0
+_RECTIFIER = (Trait.IDEMPOTENT, Trait.NON_NEGATIVE, Trait.FIXES_NON_NEGATIVE)
+
 register_unary("Relu", lambda x: np.maximum(x, x.dtype.type(0)), "y = max(x, 0).",
-               allowed=SIGNED)
-register_unary("Sigmoid", _sigmoid, "y = 1 / (1 + exp(-x)).", flops=4)
-register_unary("Sqrt", np.sqrt, "y = sqrt(x) (NaN for x < 0).")
-register_unary("Exp", np.exp, "y = e ** x.")
+               allowed=SIGNED, traits=_RECTIFIER)
+register_unary("Sigmoid", _sigmoid, "y = 1 / (1 + exp(-x)).", flops=4,
+               traits=(Trait.NON_NEGATIVE,))
+register_unary("Sqrt", np.sqrt, "y = sqrt(x) (NaN for x < 0).", traits=(Trait.NON_NEGATIVE,))
+register_unary("Exp", np.exp, "y = e ** x.", traits=(Trait.NON_NEGATIVE,))
 register_unary("Log", np.log, "y = ln(x) (-inf at 0, NaN below).")
 register_unary("Tanh", np.tanh, "y = tanh(x).")
 register_unary("Erf", erf, "y = erf(x), the Gauss error function.", flops=40)
-register_unary("Neg", np.negative, "y = -x.", allowed=SIGNED)
-register_unary("Abs", np.abs, "y = |x|.", allowed=NUMERIC)
+register_unary("Neg", np.negative, "y = -x.", allowed=SIGNED, traits=(Trait.INVOLUTION,))
+register_unary("Abs", np.abs, "y = |x|.", allowed=NUMERIC, traits=_RECTIFIER)
 register_unary("Reciprocal", np.reciprocal, "y = 1 / x.")
-register_unary("Floor", np.floor, "y = floor(x).")
-register_unary("Ceil", np.ceil, "y = ceil(x).")
+register_unary("Floor", np.floor, "y = floor(x).", traits=(Trait.IDEMPOTENT,))
+register_unary("Ceil", np.ceil, "y = ceil(x).", traits=(Trait.IDEMPOTENT,))
 register_unary(
     "LeakyRelu", lambda x, alpha: np.where(x >= 0, x, x * x.dtype.type(alpha)),
     "y = x if x >= 0 else alpha * x.", attrs=[Attr("alpha", AttrType.FLOAT, 0.01)], flops=2)
@@ -242,7 +257,8 @@ register_unary(
     "HardSigmoid",
     lambda x, alpha, beta: np.clip(x * x.dtype.type(alpha) + x.dtype.type(beta), 0, 1),
     "y = max(0, min(1, alpha * x + beta)).",
-    attrs=[Attr("alpha", AttrType.FLOAT, 0.2), Attr("beta", AttrType.FLOAT, 0.5)], flops=3)
+    attrs=[Attr("alpha", AttrType.FLOAT, 0.2), Attr("beta", AttrType.FLOAT, 0.5)], flops=3,
+    traits=(Trait.NON_NEGATIVE,))
 
 
 def _infer_clip(ctx: InferenceContext) -> Sequence[TensorDesc]:
@@ -277,7 +293,8 @@ def _infer_where(ctx: InferenceContext) -> Sequence[TensorDesc]:
 
 
 @register_op("Where", inputs=["condition", "x", "y"], infer=_infer_where,
-             cost=flops_per_output(1), traits=(Trait.PURE, Trait.ELEMENTWISE))
+             cost=flops_per_output(1), traits=(Trait.PURE, Trait.ELEMENTWISE),
+             moved_inputs=(1, 2))
 def where_kernel(condition: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """z = x where condition else y (broadcasting all three)."""
     return np.where(condition, x, y)
@@ -302,7 +319,8 @@ def _infer_bias_add(ctx: InferenceContext) -> Sequence[TensorDesc]:
 @register_op("BiasAdd", inputs=["value", "bias"],
              attrs=[Attr("data_format", AttrType.FORMAT, Format.NHWC,
                          doc="NHWC or ND: bias on the last axis; NCHW: on axis 1")],
-             infer=_infer_bias_add, cost=flops_per_output(1), traits=_ELEMENTWISE)
+             infer=_infer_bias_add, cost=flops_per_output(1), traits=_ELEMENTWISE,
+             layout=LayoutRole())
 def bias_add_kernel(value: np.ndarray, bias: np.ndarray, *, data_format: Format) -> np.ndarray:
     """y = value + bias, the 1-D bias added along the channel axis."""
     axis = channel_axis(data_format, value.ndim)

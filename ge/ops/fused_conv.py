@@ -29,14 +29,15 @@ import numpy as np
 
 from ge.ir import Graph, Node, Tensor, TensorDesc, Value
 from ge.ir.tensor import num_elements
-from ge.ops import nn as _nn  # noqa: F401 - Conv2D and FusedBatchNorm must be registered first
 from ge.ops.core import channel_axis
+from ge.ops.nn import CONVOLUTION_LAYOUT  # Conv2D and FusedBatchNorm are registered first
 from ge.ops.registry import (
     Attr,
     AttrType,
     Cost,
     InferenceContext,
     Input,
+    LayoutRole,
     OpSchema,
     create_node,
     get_schema,
@@ -172,6 +173,7 @@ def _conv_attrs() -> list[Attr]:
     ],
     infer=_infer_fused_conv,
     cost=_fused_conv_cost,
+    layout=LayoutRole((0, 3), 1, ("strides", "dilations"), convolution=True),
 )
 def fused_conv2d_kernel(x: np.ndarray, weights: np.ndarray, bias: Optional[np.ndarray] = None,
                         residual: Optional[np.ndarray] = None, **attrs: Any) -> np.ndarray:
@@ -214,6 +216,7 @@ def _infer_conv_bn_relu(ctx: InferenceContext) -> Sequence[TensorDesc]:
         Attr("epsilon", AttrType.FLOAT, 1e-4, doc="added to the variance (FusedBatchNorm's)")],
     infer=_infer_conv_bn_relu,
     cost=lambda ctx, outputs: _conv_bias_cost(ctx, outputs, 6, 3),
+    layout=CONVOLUTION_LAYOUT,
 )
 def conv_bn_relu_kernel(x: np.ndarray, weights: np.ndarray, scale: np.ndarray,
                         offset: np.ndarray, mean: np.ndarray, variance: np.ndarray,

@@ -1,6 +1,6 @@
-"""Image resampling and detection ops: Resize, GridSample, AffineGrid, RoiAlign and
-NonMaxSuppression, with ONNX's names and semantics (Resize-19, GridSample-22,
-AffineGrid-20, RoiAlign-22, NonMaxSuppression-11).
+"""Image resampling ops: Resize, GridSample and AffineGrid, with ONNX's names and
+semantics (Resize-19, GridSample-22, AffineGrid-20). The detection ops (RoiAlign,
+NonMaxSuppression) live in ``detection``.
 
 Resampling is separable: Resize treats one axis at a time, gathering a few taps per
 output position and summing them with their weights (nearest, linear, cubic; with
@@ -421,6 +421,3 @@ def affine_grid_kernel(theta: np.ndarray, size: np.ndarray, *, align_corners: in
     points = np.stack([m.reshape(-1) for m in reversed(mesh)] + [np.ones(mesh[0].size)], axis=1)
     grid = np.einsum("pk,nrk->npr", points, theta.astype(np.float64))
     return grid.reshape(theta.shape[0], *sizes, len(sizes)).astype(theta.dtype)
-
-
-from ge.ops import detection  # noqa: E402,F401 - RoiAlign and NonMaxSuppression

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from ge.errors import ExecutionError, GEError, InputError
+from ge.errors import InputError
 from ge.ir import Graph
-from ge.ops.registry import get_schema
+from ge.ops.registry import get_schema, run_kernel
 
 __all__ = ["evaluate"]
 
@@ -41,13 +41,7 @@ def evaluate(graph: Graph, feeds: Mapping[str, Any], *,
             results = [np.asarray(feeds[node.name], dtype=node.outputs[0].dtype.np_dtype)]
         else:
             args = [None if v is None else values[id(v)] for v in node.inputs]
-            try:
-                result = get_schema(node.op_type).kernel(*args, **node.attrs)
-            except GEError:
-                raise
-            except Exception as error:
-                raise ExecutionError(f"{node.op_type} node {node.name!r}: {error}") from error
-            results = list(result) if isinstance(result, tuple) else [result]
+            results = run_kernel(get_schema(node.op_type), node.name, args, node.attrs)
         for value, array in zip(node.outputs, results):
             values[id(value)] = np.asarray(array)
         for value in node.inputs:

@@ -3,9 +3,8 @@ remainders, bit and logical operations.
 
 Every op here follows the ONNX operator of the same name (inputs, attributes and their
 defaults), so the ONNX frontend maps them directly. Activations on 16-bit floats are
-computed in float32 and rounded once. The non-elementwise math family (cumulative sums,
-Einsum, Det, BitCast) and the signal ops (windows, DFT, STFT, mel filters) are registered
-by ``math_tensor`` and ``signal``, imported at the end of this module.
+computed in float32 and rounded once. Scans live in ``cumulative``, Einsum and Det in
+``linalg``, BitCast in ``core``, and the signal ops in ``signal``.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from ge.ops.registry import (
     Attr,
     AttrType,
     InferenceContext,
+    Trait,
     flops_per_output,
     register_op,
 )
@@ -62,8 +62,9 @@ for _op_type, _ufunc in _TRIGONOMETRY:
 # -- sign, rounding, classification -----------------------------------------------------
 
 register_unary("Sign", np.sign, "y = -1, 0 or 1 by the sign of x (NaN stays NaN).",
-               allowed=NUMERIC)
-register_unary("Round", np.round, "y = x rounded to the nearest integer, halves to even.")
+               allowed=NUMERIC, traits=(Trait.IDEMPOTENT,))
+register_unary("Round", np.round, "y = x rounded to the nearest integer, halves to even.",
+               traits=(Trait.IDEMPOTENT,))
 
 
 def _is_inf(x: np.ndarray, detect_negative: bool, detect_positive: bool) -> np.ndarray:
@@ -183,13 +184,18 @@ register_binary("BitShift", _bit_shift, "y = x << y or x >> y. Right shifts of s
                 "-1 for a right shift of a negative x).",
                 allowed=INTEGERS,
                 attrs=[Attr("direction", AttrType.STRING, REQUIRED, choices=("LEFT", "RIGHT"))])
-register_binary("BitwiseAnd", np.bitwise_and, "y = x & y.", allowed=INTEGERS, commutative=True)
-register_binary("BitwiseOr", np.bitwise_or, "y = x | y.", allowed=INTEGERS, commutative=True)
-register_binary("BitwiseXor", np.bitwise_xor, "y = x ^ y.", allowed=INTEGERS, commutative=True)
-register_unary("BitwiseNot", np.invert, "y = ~x.", allowed=INTEGERS)
-register_binary("And", np.logical_and, "y = x and y (bool).", allowed=BOOL, commutative=True)
-register_binary("Or", np.logical_or, "y = x or y (bool).", allowed=BOOL, commutative=True)
-register_binary("Xor", np.logical_xor, "y = x xor y (bool).", allowed=BOOL, commutative=True)
-register_unary("Not", np.logical_not, "y = not x (bool).", allowed=BOOL)
-
-from ge.ops import math_tensor, signal  # noqa: E402,F401 - the rest of the family
+register_binary("BitwiseAnd", np.bitwise_and, "y = x & y.", allowed=INTEGERS, commutative=True,
+                traits=(Trait.SELF_IDEMPOTENT,))
+register_binary("BitwiseOr", np.bitwise_or, "y = x | y.", allowed=INTEGERS, commutative=True,
+                traits=(Trait.SELF_IDEMPOTENT,), identity_element=0)
+register_binary("BitwiseXor", np.bitwise_xor, "y = x ^ y.", allowed=INTEGERS, commutative=True,
+                identity_element=0)
+register_unary("BitwiseNot", np.invert, "y = ~x.", allowed=INTEGERS, traits=(Trait.INVOLUTION,))
+register_binary("And", np.logical_and, "y = x and y (bool).", allowed=BOOL, commutative=True,
+                traits=(Trait.SELF_IDEMPOTENT,), identity_element=True)
+register_binary("Or", np.logical_or, "y = x or y (bool).", allowed=BOOL, commutative=True,
+                traits=(Trait.SELF_IDEMPOTENT,), identity_element=False)
+register_binary("Xor", np.logical_xor, "y = x xor y (bool).", allowed=BOOL, commutative=True,
+                identity_element=False)
+register_unary("Not", np.logical_not, "y = not x (bool).", allowed=BOOL,
+               traits=(Trait.INVOLUTION,))

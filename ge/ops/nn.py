@@ -1,5 +1,5 @@
 """Neural-network ops: Conv2D, MaxPool, MaxPoolWithArgmax, AvgPool, GlobalAveragePool,
-GlobalMaxPool, FusedBatchNorm, LayerNormalization, Softmax and LogSoftmax.
+GlobalMaxPool, FusedBatchNorm, LayerNormalization, Softmax, LogSoftmax and Hardmax.
 
 Layouts follow the seed (section 4.2): activations are NHWC unless ``data_format`` says
 NCHW, and a convolution filter is HWIO ``[kh, kw, Cin/groups, Cout]`` for NHWC data or
@@ -47,14 +47,22 @@ from ge.ops.registry import (
     Cost,
     InferenceContext,
     Input,
+    LayoutRole,
     Trait,
     flops_per_output,
     register_op,
 )
 from ge.ops.shape_utils import broadcast_shapes, dims_equal, normalize_axis
 
-__all__ = ["effective_kernel", "same_padding", "conv_output_size", "AxisPlan", "plan_axis",
-           "Window", "resolve_window"]
+#: a 2-D convolution's layout: activations in input 0, the filter in input 1
+CONVOLUTION_LAYOUT = LayoutRole((0,), 1, ("strides", "dilations"), convolution=True)
+#: a pool's layout: its window attributes hold 4 values in data_format order
+POOL_LAYOUT = LayoutRole((0,), None, ("ksize", "strides", "dilations"))
+#: an op reading channels on the data_format's channel axis, nothing else
+CHANNEL_LAYOUT = LayoutRole()
+
+__all__ = ["CONVOLUTION_LAYOUT", "POOL_LAYOUT", "CHANNEL_LAYOUT", "effective_kernel",
+           "same_padding", "conv_output_size", "AxisPlan", "plan_axis", "Window", "resolve_window"]
 
 PADDINGS = ("SAME", "VALID", "EXPLICIT")
 _LAYOUTS = (Format.NHWC, Format.NCHW)
@@ -244,6 +252,7 @@ def _conv_cost(ctx: InferenceContext, outputs: Sequence[TensorDesc]) -> Cost:
     ],
     infer=_infer_conv2d,
     cost=_conv_cost,
+    layout=CONVOLUTION_LAYOUT,
 )
 def conv2d_kernel(x: np.ndarray, weights: np.ndarray, bias: Optional[np.ndarray] = None,
                   **attrs: Any) -> np.ndarray:
@@ -300,7 +309,7 @@ def _pool_windows(x: np.ndarray, attrs: dict[str, Any], fill: float
 
 
 @register_op("MaxPool", inputs=["input"], attrs=_pool_attrs(), infer=_infer_pool,
-             cost=_pool_cost)
+             cost=_pool_cost, layout=POOL_LAYOUT)
 def max_pool_kernel(x: np.ndarray, **attrs: Any) -> np.ndarray:
     """The maximum over each window; padding cells are -inf and never win."""
     windows, _, _ = _pool_windows(x, attrs, -np.inf)
@@ -355,7 +364,7 @@ def max_pool_with_argmax_kernel(x: np.ndarray, **attrs: Any) -> tuple[np.ndarray
 @register_op("AvgPool", inputs=["input"],
              attrs=_pool_attrs([Attr("count_include_pad", AttrType.BOOL, False,
                                      doc="count padding cells in the divisor")]),
-             infer=_infer_pool, cost=_pool_cost)
+             infer=_infer_pool, cost=_pool_cost, layout=POOL_LAYOUT)
 def avg_pool_kernel(x: np.ndarray, **attrs: Any) -> np.ndarray:
     """The mean over each window; padding cells are zero and count in the divisor only
     with ``count_include_pad`` (a ceil-mode overhang never counts)."""
@@ -393,7 +402,7 @@ def _global_pool_cost(ctx: InferenceContext, outputs: Sequence[TensorDesc]) -> C
 @register_op("GlobalAveragePool", inputs=["x"],
              attrs=[Attr("data_format", AttrType.FORMAT, Format.NCHW, choices=_LAYOUTS,
                          doc="NCHW (ONNX, the default) or NHWC")],
-             infer=_infer_global_pool, cost=_global_pool_cost)
+             infer=_infer_global_pool, cost=_global_pool_cost, layout=CHANNEL_LAYOUT)
 def global_average_pool_kernel(x: np.ndarray, *, data_format: Format) -> np.ndarray:
     """The mean over every spatial axis, kept as size-1 dimensions ([N,C,1,1] for NCHW)."""
     axes = _spatial_axes(data_format, x.ndim)
@@ -404,7 +413,7 @@ def global_average_pool_kernel(x: np.ndarray, *, data_format: Format) -> np.ndar
 @register_op("GlobalMaxPool", inputs=["x"],
              attrs=[Attr("data_format", AttrType.FORMAT, Format.NCHW, choices=_LAYOUTS,
                          doc="NCHW (ONNX, the default) or NHWC")],
-             infer=_infer_global_pool, cost=_global_pool_cost)
+             infer=_infer_global_pool, cost=_global_pool_cost, layout=CHANNEL_LAYOUT)
 def global_max_pool_kernel(x: np.ndarray, *, data_format: Format) -> np.ndarray:
     """The maximum over every spatial axis, kept as size-1 dimensions ([N,C,1,1] for NCHW)."""
     return np.max(x, axis=_spatial_axes(data_format, x.ndim), keepdims=True)
@@ -447,6 +456,7 @@ def _infer_batch_norm(ctx: InferenceContext) -> Sequence[TensorDesc]:
              doc="must be False: only the inference form exists"),
     ],
     infer=_infer_batch_norm,
+    layout=CHANNEL_LAYOUT,
     cost=flops_per_output(2),
     traits=(Trait.PURE, Trait.INPLACE),
 )
@@ -535,7 +545,7 @@ _SOFTMAX_ATTRS = [Attr("axis", AttrType.INT, -1, doc="the axis normalized over")
 
 
 @register_op("Softmax", inputs=["logits"], attrs=_SOFTMAX_ATTRS, infer=_infer_softmax,
-             cost=flops_per_output(5))
+             cost=flops_per_output(5), traits=(Trait.PURE, Trait.NON_NEGATIVE))
 def softmax_kernel(x: np.ndarray, *, axis: int) -> np.ndarray:
     """y = exp(x - max) / sum(exp(x - max)) along ``axis`` (numerically stable)."""
     exps = np.exp(_shifted(x, axis))
@@ -549,3 +559,17 @@ def log_softmax_kernel(x: np.ndarray, *, axis: int) -> np.ndarray:
     shifted = _shifted(x, axis)
     total = np.exp(shifted).sum(axis=axis, keepdims=True)
     return (shifted - np.log(total)).astype(x.dtype, copy=False)
+
+
+# -- Hardmax ----------------------------------------------------------------------------
+
+@register_op("Hardmax", inputs=["input"], attrs=_SOFTMAX_ATTRS,
+             infer=_infer_softmax, cost=flops_per_output(2),
+             traits=(Trait.PURE, Trait.IDEMPOTENT, Trait.NON_NEGATIVE))
+def hardmax_kernel(x: np.ndarray, *, axis: int) -> np.ndarray:
+    """1 where x is the largest along ``axis`` (the first one on ties), 0 elsewhere."""
+    result = np.zeros_like(x)
+    if x.size:
+        winners = np.expand_dims(np.argmax(x, axis=axis), axis)
+        np.put_along_axis(result, winners, 1, axis=axis)
+    return result

@@ -1,5 +1,6 @@
 """Ops that scatter windows back onto an image, with ONNX's names and semantics:
-ConvTranspose (any number of spatial axes), Col2Im, MaxUnpool, and DeformConv (2-D).
+ConvTranspose (any number of spatial axes), Col2Im and MaxUnpool (DeformConv lives in
+``nn_deform``).
 
 Data is channels-first, ``[N, C, *spatial]``, as in ONNX. ConvTranspose and Col2Im
 share ``scatter_windows``, the adjoint of ``window_view``: one BLAS contraction makes
@@ -271,6 +272,3 @@ def max_unpool_kernel(x: np.ndarray, indices: np.ndarray,
     result = np.zeros([int(v) for v in output_shape], x.dtype)
     result[tuple(slice(0, n) for n in inferred)] = unpooled
     return result
-
-
-from ge.ops import nn_deform  # noqa: E402,F401 - registers DeformConv

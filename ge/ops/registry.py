@@ -17,19 +17,32 @@ from typing import Any, NamedTuple, Optional, Union
 
 import numpy as np
 
-from ge.errors import AttrError, DTypeError, OpArgumentError, ShapeError, UnsupportedOpError
+from ge.errors import (
+    AttrError,
+    DTypeError,
+    ExecutionError,
+    GEError,
+    OpArgumentError,
+    ShapeError,
+    UnsupportedOpError,
+)
 from ge.ir import DataType, Format, Graph, Node, Tensor, TensorDesc, Value, as_value
 from ge.ir.tensor import Shape, normalize_shape, num_elements
 
 __all__ = [
-    "AttrType", "Attr", "Input", "Trait", "Cost", "OpSchema", "InferenceContext", "REQUIRED",
-    "register_op", "get_schema", "has_op", "all_op_types", "create_node", "infer_outputs",
-    "normalize_attrs", "check_node", "node_cost",
+    "AttrType", "Attr", "Input", "Trait", "LayoutRole", "Cost", "OpSchema", "InferenceContext",
+    "REQUIRED", "register_op", "get_schema", "has_op", "all_op_types", "ops_with", "op_has_trait",
+    "create_node", "infer_outputs", "run_kernel", "normalize_attrs", "check_node", "node_cost",
 ]
 
 
 class Trait(str, enum.Enum):
-    """Properties passes and planners ask of an op."""
+    """Properties passes and planners ask of an op.
+
+    Each is a claim about the op's reference kernel, and ``tests/ops/test_traits.py``
+    checks every declaration against it on random data. The traits marked "data" come
+    with a typed field of ``OpSchema`` that ``register_op`` fills.
+    """
 
     ELEMENTWISE = "elementwise"  # output[i] depends only on inputs[i] (after broadcasting)
     COMMUTATIVE = "commutative"  # the first two inputs may be swapped
@@ -37,6 +50,14 @@ class Trait(str, enum.Enum):
     PURE = "pure"  # no side effects; same inputs give the same outputs
     VIEW = "view"  # the output is a re-interpretation of input 0's data (no arithmetic)
     SOURCE = "source"  # takes no inputs (Data, Const)
+    INVOLUTION = "involution"  # unary: f(f(x)) = x
+    IDEMPOTENT = "idempotent"  # unary: f(f(x)) = f(x)
+    SELF_IDEMPOTENT = "self-idempotent"  # binary: f(x, x) = x
+    NON_NEGATIVE = "non-negative"  # every element of output 0 is >= 0 or NaN (no overflow)
+    FIXES_NON_NEGATIVE = "fixes-non-negative"  # unary: f(x) = x wherever x >= 0
+    IDENTITY_ELEMENT = "identity-element"  # data: f(x, e) = x for e = identity_element
+    LAYOUT_SENSITIVE = "layout-sensitive"  # data: 4-D data in NCHW or NHWC, switchable; layout
+    MOVES_ELEMENTS = "moves-elements"  # data: output[i] = moved_inputs' element p(i), cast
 
 
 class AttrType(enum.Enum):
@@ -90,6 +111,24 @@ class Input:
     optional: bool = False
     variadic: bool = False
     doc: str = ""
+
+
+@dataclass(frozen=True)
+class LayoutRole:
+    """How a layout-sensitive op reads 4-D data, so the layout pass can switch its
+    ``data_format`` between NCHW and NHWC: which input slots carry activations in that
+    layout, which one (if any) is a convolution filter (OIHW for NCHW, HWIO for NHWC
+    unless ``filter_format`` says otherwise), which attributes hold 4 values in
+    ``data_format`` order, and whether the op convolves (a region worth converting)."""
+
+    activations: tuple[int, ...] = (0,)
+    filter: Optional[int] = None
+    window_attrs: tuple[str, ...] = ()
+    convolution: bool = False
+
+
+#: an identity element: a bool, int or float constant
+Scalar = Union[bool, int, float]
 
 
 class Cost(NamedTuple):
@@ -228,6 +267,16 @@ class OpSchema:
     doc: str = ""
     variadic_outputs: bool = False
     num_outputs: Optional[Callable[[InferenceContext], int]] = field(default=None, repr=False)
+    #: ``Trait.IDENTITY_ELEMENT``: e with f(x, e) = x (and f(e, x) = x when commutative)
+    identity_element: Optional[Scalar] = None
+    #: ``Trait.LAYOUT_SENSITIVE``: how the op reads its 4-D data
+    layout: Optional[LayoutRole] = None
+    #: ``Trait.MOVES_ELEMENTS``: the input specs (by index; a variadic spec covers every
+    #: slot from it on) whose elements the op copies, selects or reorders: output element
+    #: i is element p(i) of their concatenation, converted to the output's dtype, where p
+    #: depends only on shapes, attributes and the other inputs (so the kernel run on
+    #: element positions gives p)
+    moved_inputs: tuple[int, ...] = ()
 
     def has_trait(self, trait: Trait) -> bool:
         """True when the op has ``trait``."""
@@ -260,6 +309,13 @@ class OpSchema:
         """True when the last input may repeat."""
         return bool(self.inputs) and self.inputs[-1].variadic
 
+    def moved_slots(self, num_inputs: int) -> tuple[int, ...]:
+        """The input slots, out of ``num_inputs``, whose elements the op moves."""
+        last = len(self.inputs) - 1
+        return tuple(slot for slot in range(num_inputs)
+                     if (slot if slot < last or not self.is_variadic else last)
+                     in self.moved_inputs)
+
 
 _REGISTRY: dict[str, OpSchema] = {}
 
@@ -269,11 +325,15 @@ def register_op(op_type: str, *, inputs: Sequence[Union[str, Input]] = (),
                 infer: InferFn, cost: CostFn = default_cost,
                 traits: Sequence[Trait] = (Trait.PURE,), variadic_outputs: bool = False,
                 num_outputs: Optional[Callable[[InferenceContext], int]] = None,
+                identity_element: Optional[Scalar] = None, layout: Optional[LayoutRole] = None,
+                moved_inputs: Optional[Sequence[int]] = None,
                 ) -> Callable[[Kernel], Kernel]:
     """Decorator: register the decorated reference kernel as op ``op_type``.
 
     The kernel is called as ``kernel(*input_arrays, **attrs)`` and returns one
     array or a tuple of arrays. Its docstring becomes the op's documentation.
+    ``identity_element``, ``layout`` and ``moved_inputs`` declare the data of their
+    traits (which they add); a view op moves input 0 unless told otherwise.
     """
 
     def decorate(kernel: Kernel) -> Kernel:
@@ -283,14 +343,34 @@ def register_op(op_type: str, *, inputs: Sequence[Union[str, Input]] = (),
         for spec in specs[:-1]:
             if spec.variadic:
                 raise ValueError(f"{op_type}: only the last input may be variadic")
+        moved = tuple(moved_inputs) if moved_inputs is not None else \
+            (0,) if Trait.VIEW in traits else ()
+        if any(not 0 <= index < len(specs) for index in moved):
+            raise ValueError(f"{op_type}: moved_inputs {moved} name inputs it does not have")
+        declared = set(traits)
+        declared |= {Trait.IDENTITY_ELEMENT} if identity_element is not None else set()
+        declared |= {Trait.LAYOUT_SENSITIVE} if layout is not None else set()
+        declared |= {Trait.MOVES_ELEMENTS} if moved else set()
         _REGISTRY[op_type] = OpSchema(
             op_type=op_type, inputs=specs, outputs=tuple(outputs),
             attrs={a.name: a for a in attrs}, infer=infer, kernel=kernel, cost=cost,
-            traits=frozenset(traits), doc=(kernel.__doc__ or "").strip(),
-            variadic_outputs=variadic_outputs, num_outputs=num_outputs)
+            traits=frozenset(declared), doc=(kernel.__doc__ or "").strip(),
+            variadic_outputs=variadic_outputs, num_outputs=num_outputs,
+            identity_element=identity_element, layout=layout, moved_inputs=moved)
         return kernel
 
     return decorate
+
+
+def ops_with(trait: Trait) -> list[OpSchema]:
+    """The schemas of every registered op with ``trait``, sorted by op type."""
+    return [_REGISTRY[name] for name in sorted(_REGISTRY) if trait in _REGISTRY[name].traits]
+
+
+def op_has_trait(op_type: str, trait: Trait) -> bool:
+    """True when ``op_type`` is registered and has ``trait`` (False for an unknown op)."""
+    schema = _REGISTRY.get(op_type)
+    return schema is not None and trait in schema.traits
 
 
 def get_schema(op_type: str) -> OpSchema:
@@ -461,6 +541,23 @@ def infer_outputs(schema: OpSchema, name: str, inputs: Sequence[Optional[Value]]
         raise ShapeError(f"{schema.op_type} node {name!r}: shape inference failed: "
                          f"{error}") from error
     return outputs
+
+
+def run_kernel(schema: OpSchema, node_name: str, inputs: Sequence[Optional[np.ndarray]],
+               attrs: dict[str, Any]) -> list[np.ndarray]:
+    """The outputs of ``schema``'s reference kernel on ``inputs``, as a list of arrays.
+
+    Kernels are NumPy code: whatever NumPy (or the kernel) raises becomes an
+    ``ExecutionError`` naming the node, chained to the original; a GE error passes
+    through. This is the one place where a kernel's errors are translated.
+    """
+    try:
+        produced = schema.kernel(*inputs, **attrs)
+    except GEError:
+        raise
+    except Exception as error:  # noqa: BLE001 - NumPy's errors become GE's, naming the node
+        raise ExecutionError(f"{schema.op_type} node {node_name!r}: {error}") from error
+    return [np.asarray(a) for a in (produced if isinstance(produced, tuple) else [produced])]
 
 
 def create_node(op_type: str, inputs: Sequence[Any], attrs: Optional[dict[str, Any]] = None,

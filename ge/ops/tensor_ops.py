@@ -180,7 +180,7 @@ def _infer_transpose(ctx: InferenceContext) -> Sequence[TensorDesc]:
 
 @register_op("Transpose", inputs=["x"],
              attrs=[Attr("perm", AttrType.INTS, None, doc="default: the axes reversed")],
-             infer=_infer_transpose)
+             infer=_infer_transpose, moved_inputs=(0,))
 def transpose_kernel(x: np.ndarray, *, perm: Optional[list[int]]) -> np.ndarray:
     """y = x with its axes permuted: y.shape[i] = x.shape[perm[i]]."""
     return np.transpose(x, perm)
@@ -221,7 +221,7 @@ def _sum_dims(dims: Sequence[Dim]) -> Dim:
 
 @register_op("Concat", inputs=[Input("x", variadic=True)],
              attrs=[Attr("axis", AttrType.INT, REQUIRED)],
-             infer=_infer_concat)
+             infer=_infer_concat, moved_inputs=(0,))
 def concat_kernel(*x: np.ndarray, axis: int) -> np.ndarray:
     """y = the inputs joined along ``axis``."""
     return np.concatenate(x, axis=axis)
@@ -355,7 +355,8 @@ def _infer_slice(ctx: InferenceContext) -> Sequence[TensorDesc]:
 
 
 @register_op("Slice", inputs=["x", "starts", "ends", Input("axes", optional=True),
-                              Input("steps", optional=True)], infer=_infer_slice)
+                              Input("steps", optional=True)], infer=_infer_slice,
+             moved_inputs=(0,))
 def slice_kernel(x: np.ndarray, starts: np.ndarray, ends: np.ndarray,
                  axes: Optional[np.ndarray] = None,
                  steps: Optional[np.ndarray] = None) -> np.ndarray:
@@ -393,7 +394,7 @@ def _infer_gather(ctx: InferenceContext) -> Sequence[TensorDesc]:
 
 
 @register_op("Gather", inputs=["x", "indices"], attrs=[Attr("axis", AttrType.INT, 0)],
-             infer=_infer_gather)
+             infer=_infer_gather, moved_inputs=(0,))
 def gather_kernel(x: np.ndarray, indices: np.ndarray, *, axis: int) -> np.ndarray:
     """y = x's entries along ``axis`` at ``indices`` (negative indices count from the end)."""
     axis = normalize_axis(axis, x.ndim)
@@ -492,7 +493,7 @@ def _infer_expand(ctx: InferenceContext) -> Sequence[TensorDesc]:
     return [_like(ctx, dims)]
 
 
-@register_op("Expand", inputs=["x", "shape"], infer=_infer_expand)
+@register_op("Expand", inputs=["x", "shape"], infer=_infer_expand, moved_inputs=(0,))
 def expand_kernel(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
     """y = x broadcast with ``shape`` (both ways: a 1 in ``shape`` keeps x's dimension)."""
     target = np.broadcast_shapes(x.shape, tuple(int(v) for v in shape.reshape(-1)))

@@ -13,7 +13,7 @@ node stays.
 from __future__ import annotations
 
 import hashlib
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -21,7 +21,15 @@ from typing import Any, Optional
 import numpy as np
 
 from ge.ir import DataType, Graph, Node, Tensor, TensorDesc, Value, is_static, num_elements
-from ge.ops.registry import AttrType, Trait, const_value, create_node, get_schema, has_op
+from ge.ops.registry import (
+    AttrType,
+    Trait,
+    const_value,
+    create_node,
+    get_schema,
+    has_op,
+    op_has_trait,
+)
 from ge.passes.base import Pass, PassResult
 from ge.passes.folding import dim_symbol, reshape_spec
 from ge.passes.rewrite import remove_unused
@@ -227,25 +235,41 @@ class _ForwardingPass(Pass):
     rules: dict[Optional[str], list[Rule]] = {}
     #: the report line, formatted with ``count`` and ``kinds``
     summary = "removed {count} nodes ({kinds})"
+    #: the loop guard: at most this many visits per node of the starting graph
     max_rounds = 8
+    #: nodes the last run visited
+    visits = 0
 
     def run(self, graph: Graph) -> PassResult:
+        """Visit every node once, producers first; after a rule fires, visit again only
+        the nodes it added or rewired and the producers it read (a work list)."""
         result = PassResult()
         applied: Counter[str] = Counter()
         rewritten: Counter[str] = Counter()
-        for _ in range(self.max_rounds):
-            touched: list[Node] = []
-            for node in graph.topological_order():
-                if node.graph is not graph:
-                    continue
-                producers = node.predecessors()
+        order = graph.topological_order()
+        work, queued = deque(order), {id(node) for node in order}
+        budget = self.max_rounds * (len(order) + 1)
+        self.visits = 0
+        while work and self.visits < budget:
+            node = work.popleft()
+            queued.discard(id(node))
+            if node.graph is not graph:
+                continue
+            self.visits += 1
+            producers = node.predecessors()
+            with graph.recording(rewired=True) as changed:
                 outcome = self._apply(graph, node)
-                if outcome is not None:
-                    (rewritten if outcome.rewritten else applied)[outcome.label] += 1
-                    touched.extend(producers)
-            remove_unused(graph, touched)
-            if not touched:
-                break
+            if outcome is None:
+                continue
+            (rewritten if outcome.rewritten else applied)[outcome.label] += 1
+            remove_unused(graph, producers)
+            for neighbour in [*changed, node, *producers]:
+                if neighbour.graph is graph and id(neighbour) not in queued:
+                    queued.add(id(neighbour))
+                    work.append(neighbour)
+        if work:
+            result.notes.append(f"stopped after {self.max_rounds} visits per node "
+                                f"(rules keep firing)")
         if applied:
             result.count(self.name, sum(applied.values()))
             result.note(self.summary.format(count=sum(applied.values()),
@@ -256,8 +280,12 @@ class _ForwardingPass(Pass):
                         f"({_describe(rewritten)})")
         return result
 
+    def rules_for(self, op_type: str) -> list[Rule]:
+        """The rules to try on a node of ``op_type``: its own, then those for every node."""
+        return self.rules.get(op_type, []) + self.rules.get(None, [])
+
     def _apply(self, graph: Graph, node: Node) -> Optional[Outcome]:
-        for rule in self.rules.get(node.op_type, []) + self.rules.get(None, []):
+        for rule in self.rules_for(node.op_type):
             outcome = rule(node)
             if outcome is None:
                 continue
@@ -301,7 +329,7 @@ def _const_all(value: Optional[Value], wanted: Any) -> bool:
 
 
 def _is_view(node: Node) -> bool:
-    return has_op(node.op_type) and get_schema(node.op_type).has_trait(Trait.VIEW)
+    return op_has_trait(node.op_type, Trait.VIEW)
 
 
 # -- no-op rules ---------------------------------------------------------------------------
@@ -493,33 +521,19 @@ class NoOpEliminationPass(_ForwardingPass):
 
 # -- algebraic rules ---------------------------------------------------------------------
 
-#: op -> (identity element, its symbol); the element may sit on the left only for
-#: commutative ops
-_IDENTITY_ELEMENTS: dict[str, tuple[Any, str]] = {
-    "Add": (0, "x+0"), "Sub": (0, "x-0"), "Mul": (1, "x*1"), "Div": (1, "x/1"),
-    "Pow": (1, "x**1"), "And": (True, "x and true"), "Or": (False, "x or false"),
-}
-
-#: unary ops f with f(f(x)) = x
-_INVOLUTIONS = ("Neg", "Not", "BitwiseNot")
-
-#: unary ops f with f(f(x)) = f(x)
-_IDEMPOTENT = ("Relu", "Abs", "Floor", "Ceil", "Round", "Sign")
-
-#: ops whose result is never negative: Relu and Abs give them back unchanged
-_NON_NEGATIVE = ("Relu", "Abs", "Exp", "Sigmoid", "Softmax")
-
-#: binary ops f with f(x, x) = x
-_SELF_IDEMPOTENT = ("Max", "Min", "And", "Or")
-
+# The algebraic rules ask the registry which ops have each property (``Trait``); the
+# ops declare them where they are registered, and tests/ops/test_traits.py checks each
+# declaration against the op's reference kernel.
 
 def _identity_element(node: Node) -> Optional[Outcome]:
-    element, label = _IDENTITY_ELEMENTS[node.op_type]
+    """x op e -> x for the op's identity element e (e op x too when the op commutes)."""
+    schema = get_schema(node.op_type)
+    element = schema.identity_element
     left, right = node.inputs[0], node.inputs[1]
-    candidates = [(left, right)]
-    if get_schema(node.op_type).has_trait(Trait.COMMUTATIVE):
-        candidates.append((right, left))
-    for kept, other in candidates:
+    candidates = [(left, right, f"{node.op_type}(x, {element!r})")]
+    if schema.has_trait(Trait.COMMUTATIVE):
+        candidates.append((right, left, f"{node.op_type}({element!r}, x)"))
+    for kept, other, label in candidates:
         if kept is not None and other is not None and _const_all(other, element) and \
                 node.outputs[0].dtype is kept.dtype and _broadcasts_into(other.shape, kept.shape):
             return Outcome(label, kept)
@@ -541,16 +555,27 @@ def _times_zero(node: Node) -> Optional[Outcome]:
 
 
 def _involution(node: Node) -> Optional[Outcome]:
+    """f(f(x)) -> x for an involution f."""
     inner = _input(node).producer
     if inner.op_type == node.op_type and inner.inputs[0] is not None:
-        return Outcome("double negation", inner.inputs[0])
+        return Outcome(f"{node.op_type}({node.op_type}(x))", inner.inputs[0])
     return None
 
 
 def _idempotent(node: Node) -> Optional[Outcome]:
+    """f(f(x)) -> f(x) for an idempotent f."""
+    source = _input(node)
+    if source.producer.op_type == node.op_type:
+        return Outcome(f"{node.op_type}({node.op_type}(x))", source)
+    return None
+
+
+def _of_non_negative(node: Node) -> Optional[Outcome]:
+    """f(g(x)) -> g(x) when f leaves non-negative values alone and g gives only those."""
     source = _input(node)
     inner = source.producer.op_type
-    if inner == node.op_type or (node.op_type in ("Relu", "Abs") and inner in _NON_NEGATIVE):
+    if op_has_trait(inner, Trait.NON_NEGATIVE) and source is source.producer.outputs[0] and \
+            source.dtype is node.outputs[0].dtype:
         return Outcome(f"{node.op_type}({inner}(x))", source)
     return None
 
@@ -572,30 +597,29 @@ def _where_constant(node: Node) -> Optional[Outcome]:
     return None
 
 
-def _algebraic_rules() -> dict[Optional[str], list[Rule]]:
-    rules: dict[Optional[str], list[Rule]] = defaultdict(list)
-    for op in _IDENTITY_ELEMENTS:
-        rules[op].append(_identity_element)
-    rules["Mul"].append(_times_zero)
-    for op in _INVOLUTIONS:
-        rules[op].append(_involution)
-    for op in _IDEMPOTENT:
-        rules[op].append(_idempotent)
-    for op in _SELF_IDEMPOTENT:
-        rules[op].append(_self_idempotent)
-    rules["Where"].append(_where_constant)
-    return dict(rules)
+#: each rule, and the trait of the ops it applies to
+_TRAIT_RULES: tuple[tuple[Trait, Rule], ...] = (
+    (Trait.IDENTITY_ELEMENT, _identity_element),
+    (Trait.INVOLUTION, _involution),
+    (Trait.IDEMPOTENT, _idempotent),
+    (Trait.FIXES_NON_NEGATIVE, _of_non_negative),
+    (Trait.SELF_IDEMPOTENT, _self_idempotent),
+)
 
 
 class AlgebraicSimplificationPass(_ForwardingPass):
     """Apply algebraic identities that remove a node.
 
-    before -> after: ``x*1``, ``1*x``, ``x+0``, ``0+x``, ``x-0``, ``x/1``, ``x**1``, ``x and
-    true``, ``x or false`` -> ``x``; ``Neg(Neg(x))``, ``Not(Not(x))`` -> ``x``;
-    ``Relu(Relu(x))``, ``Abs(Abs(x))`` (and Floor, Ceil, Round, Sign) -> the inner node;
-    ``Relu``/``Abs`` of a non-negative result (Relu, Abs, Exp, Sigmoid, Softmax) -> that
-    result; ``Max(x, x)``, ``Min(x, x)`` -> ``x``; ``Where(constant true, a, b)`` -> ``a``;
-    integer ``x*0`` -> a zeros constant.
+    before -> after: ``f(x, e)`` -> ``x`` for an op's identity element e (``x*1``,
+    ``x+0``, ``x-0``, ``x/1``, ``x**1``, ``x and true``, ``x or false``, ...), and
+    ``f(e, x)`` -> ``x`` when f commutes; ``f(f(x))`` -> ``x`` for an involution (``Neg``,
+    ``Not``, ``BitwiseNot``); ``f(f(x))`` -> ``f(x)`` for an idempotent f (``Relu``,
+    ``Abs``, ``Floor``, ``Ceil``, ``Round``, ``Sign``); ``f(g(x))`` -> ``g(x)`` when f
+    leaves non-negative values alone (``Relu``, ``Abs``) and g never gives negative ones
+    (``Exp``, ``Sigmoid``, ``Softmax``, ...); ``f(x, x)`` -> ``x`` (``Max``, ``Min``,
+    ``And``, ``Or``); ``Where(constant true, a, b)`` -> ``a``; integer ``x*0`` -> a zeros
+    constant. Which ops have which property is asked of the registry (``Trait``), where
+    each op declares it.
 
     Broadcast-aware: ``x * ones`` is ``x`` only when the result has x's shape (and
     dtype), so ``x[3] * ones[2,3]`` stays. ``x + 0`` turns ``-0.0`` into ``+0.0``; that
@@ -604,4 +628,10 @@ class AlgebraicSimplificationPass(_ForwardingPass):
     """
 
     summary = "simplified {count} expressions ({kinds})"
-    rules = _algebraic_rules()
+    rules: dict[Optional[str], list[Rule]] = {"Mul": [_times_zero], "Where": [_where_constant]}
+
+    def rules_for(self, op_type: str) -> list[Rule]:
+        """The rules of the op's traits (asked of the registry), then those by op type."""
+        traits = get_schema(op_type).traits if has_op(op_type) else frozenset()
+        return [rule for trait, rule in _TRAIT_RULES if trait in traits] + \
+            super().rules_for(op_type)

@@ -7,6 +7,10 @@ Reshape``), also when only some dimensions are static: it tracks each element
 of a small integer vector as a known size, a named dimension, or "dimension i
 of value v", so ``x.view(batch, seq, heads, dim)`` with a dynamic ``batch``
 becomes ``Reshape(x, [0, seq, heads, dim])``.
+
+A kernel or inference function that raises while a node is folded leaves the node
+as it is and is recorded in the pass's result (``PassResult.failures``: the node and
+the error), so the compile report shows it instead of a silent "not folded".
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from ge.ops.registry import (
     has_op,
     infer_outputs,
     normalize_attrs,
+    run_kernel,
 )
 from ge.passes.base import Pass, PassResult
 from ge.passes.rewrite import remove_unused
@@ -102,16 +107,19 @@ def _refined(declared: Sequence[Any], inferred: Sequence[Any]) -> Optional[tuple
     return tuple(merged)
 
 
-def refine_node(node: Node) -> int:
+def refine_node(node: Node, result: Optional[PassResult] = None) -> int:
     """Re-run shape inference on ``node`` and keep what it learns (a dimension becomes known
-    or named); return how many output values got a better-known shape."""
-    if node.op_type in ("Data", "Const") or not has_op(node.op_type):
+    or named); return how many output values got a better-known shape. When inference
+    now fails, nothing changes and the failure is recorded in ``result`` (if given)."""
+    if not has_op(node.op_type) or get_schema(node.op_type).has_trait(Trait.SOURCE):
         return 0
     schema = get_schema(node.op_type)
     try:
         attrs = normalize_attrs(schema, node.attrs, node.name)
         descs = infer_outputs(schema, node.name, node.inputs, attrs)
-    except GEError:
+    except GEError as error:
+        if result is not None:
+            result.fail(node.name, error)
         return 0
     changed = 0
     for value, desc in zip(node.outputs, descs):
@@ -124,10 +132,11 @@ def refine_node(node: Node) -> int:
     return changed
 
 
-def refine_shapes(graph: Graph) -> int:
+def refine_shapes(graph: Graph, result: Optional[PassResult] = None) -> int:
     """Re-run shape inference over the whole graph, producers first, keeping what it learns
-    (constants now known, dimensions now static or named); return how many values changed."""
-    return sum(refine_node(node) for node in graph.topological_order())
+    (constants now known, dimensions now static or named); return how many values changed.
+    Nodes whose inference fails are recorded in ``result`` (if given)."""
+    return sum(refine_node(node, result) for node in graph.topological_order())
 
 
 def _describe(counts: Counter[str]) -> str:
@@ -150,7 +159,8 @@ class ConstantFoldingPass(Pass):
     the run's ``total_elements`` budget; whose output would be over ``growth_bytes`` and
     more than twice the bytes of its inputs (``Expand``/``Tile``/``ConstantOfShape`` of
     small constants, ``DequantizeLinear`` of int8 weights: cheaper to compute than to
-    store); or whose kernel fails or returns another dtype or shape than inferred.
+    store); or whose kernel fails (recorded in the result's ``failures``: node and
+    error) or returns another dtype or shape than inferred.
     """
 
     def __init__(self, max_elements: int = 1 << 20, total_elements: int = 1 << 24,
@@ -171,7 +181,12 @@ class ConstantFoldingPass(Pass):
             inputs = [None if v is None else const_value(v) for v in node.inputs]
             if any(v is not None and a is None for v, a in zip(node.inputs, inputs)):
                 continue
-            outcome = self._evaluate(node, inputs, budget)
+            try:
+                outcome = self._evaluate(node, inputs, budget)
+            except GEError as error:  # run_kernel gives every kernel failure as a GE error
+                result.fail(node.name, error, self.name)
+                refused["(kernel failed)"] += 1
+                continue
             if isinstance(outcome, str):
                 refused[outcome] += 1
                 continue
@@ -193,16 +208,12 @@ class ConstantFoldingPass(Pass):
 
     def _evaluate(self, node: Node, inputs: list[Optional[np.ndarray]],
                   budget: int) -> Union[dict[int, np.ndarray], str]:
-        """The node's output arrays by index, or why it is not folded."""
+        """The node's output arrays by index, or why it is not folded; a GE error when the
+        kernel fails."""
         reason = self._check_size(node, inputs, budget)
         if reason:
             return reason
-        try:
-            produced = get_schema(node.op_type).kernel(*inputs, **node.attrs)
-        except Exception:  # noqa: BLE001 - a kernel that fails at compile time fails at run time
-            return "(kernel failed)"
-        arrays = list(produced) if isinstance(produced, tuple) else [produced]
-        arrays = [np.asarray(a) for a in arrays]
+        arrays = run_kernel(get_schema(node.op_type), node.name, inputs, node.attrs)
         if len(arrays) != len(node.outputs):
             return "(kernel output count differs)"
         if any(not _fits(a, v) for a, v in zip(arrays, node.outputs)):
@@ -236,14 +247,6 @@ Symbol = Union[int, str, tuple[Value, int]]
 
 #: the largest integer vector whose elements are tracked one by one
 _TRACKED = 64
-
-#: ops that only move elements of their data inputs (the other inputs must be known);
-#: view ops (``Trait.VIEW``) move input 0 as well
-_MOVES: dict[str, Optional[tuple[int, ...]]] = {
-    "Gather": (0,), "Slice": (0,), "Concat": None, "Expand": (0,), "Tile": (0,),
-    "Transpose": (0,), "Cast": (0,), "Where": (1, 2),
-}
-
 
 @dataclass(frozen=True)
 class _Facts:
@@ -279,6 +282,8 @@ class _ShapeAnalysis:
 
     def __init__(self) -> None:
         self.facts: dict[Value, _Facts] = {}
+        #: (node name, error) of each kernel that raised on known or position inputs
+        self.failures: list[tuple[str, GEError]] = []
 
     def of(self, value: Optional[Value]) -> Optional[_Facts]:
         if value is None:
@@ -338,17 +343,11 @@ class _ShapeAnalysis:
         facts = [self.of(v) for v in node.inputs]
         if any(v is not None and f is None for v, f in zip(node.inputs, facts)):
             return
-        kernel = get_schema(node.op_type).kernel
         if all(f is None or f.known for f in facts):
             arrays = [None if f is None or v is None else f.array(v.dtype.np_dtype)
                       for v, f in zip(node.inputs, facts)]
-            try:
-                produced = kernel(*arrays, **node.attrs)
-            except Exception:  # noqa: BLE001 - left for run time to report
-                return
-            outputs = list(produced) if isinstance(produced, tuple) else [produced]
+            outputs = self._run(node, arrays)
             for value, array in zip(node.outputs, outputs):
-                array = np.asarray(array)
                 if _fits(array, value):
                     self.facts[value] = _Facts(array.shape, tuple(int(v) for v in
                                                                   array.reshape(-1)))
@@ -380,11 +379,18 @@ class _ShapeAnalysis:
                 return
         self.facts[node.outputs[0]] = _Facts(tuple(shape), tuple(items))
 
+    def _run(self, node: Node, arrays: list[Optional[np.ndarray]]) -> list[np.ndarray]:
+        """The node's kernel on ``arrays``; no outputs (and a recorded failure) if it fails."""
+        try:
+            return run_kernel(get_schema(node.op_type), node.name, arrays, node.attrs)
+        except GEError as error:  # run_kernel gives every kernel failure as a GE error
+            self.failures.append((node.name, error))
+            return []
+
     def _move(self, node: Node, facts: list[Optional[_Facts]]) -> None:
-        """Run a data-movement op on element positions to learn where each element goes."""
-        schema = get_schema(node.op_type)
-        moved = _MOVES.get(node.op_type, (0,) if schema.has_trait(Trait.VIEW) else ())
-        data = range(len(node.inputs)) if moved is None else moved
+        """Run an op that moves elements (``Trait.MOVES_ELEMENTS``) on element positions to
+        learn where each element goes."""
+        data = get_schema(node.op_type).moved_slots(len(node.inputs))
         if not data or len(node.outputs) != 1:
             return
         pool: list[Symbol] = []
@@ -400,10 +406,10 @@ class _ShapeAnalysis:
                 arrays.append(fact.array(value.dtype.np_dtype))
             else:
                 return
-        try:
-            produced = np.asarray(schema.kernel(*arrays, **node.attrs))
-        except Exception:  # noqa: BLE001 - left for run time to report
+        outputs = self._run(node, arrays)
+        if not outputs:
             return
+        produced = outputs[0]
         if produced.dtype.kind not in "iu" or produced.ndim != len(node.outputs[0].shape):
             return
         items = tuple(pool[int(p)] for p in produced.reshape(-1))
@@ -506,7 +512,7 @@ class ShapeFoldingPass(Pass):
             if node.op_type in ("Reshape", "Expand") and self._resolve_target(
                     graph, node, analysis, touched):
                 targets[node.op_type] += 1
-            refined += refine_node(node) + _adopt(node.outputs, analysis.shape_of(node))
+            refined += refine_node(node, result) + _adopt(node.outputs, analysis.shape_of(node))
             analysis.visit(node)
             if node.op_type == "Const" or not is_foldable(node):
                 continue
@@ -517,6 +523,9 @@ class ShapeFoldingPass(Pass):
                 install_constants(graph, node, known)
                 folded[node.op_type] += 1
         removed = remove_unused(graph, touched)
+        for name, error in analysis.failures:
+            result.fail(name, error)
+        result.name_failures(self.name)
         self._report(result, folded, targets, refined, removed)
         return result
 

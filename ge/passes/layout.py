@@ -16,9 +16,10 @@ elementwise ops between them, holding at least one convolution)::
     x(NCHW) -> Transpose(0,2,3,1) -> Conv2D(NHWC, HWIO) -> Relu -> MaxPool(NHWC)
             -> Transpose(0,3,1,2) -> Flatten
 
-Layout ops (Conv2D, FusedConv2D, ConvBNReLU, MaxPool, AvgPool, GlobalAveragePool,
-GlobalMaxPool, FusedBatchNorm, BiasAdd on 4-D data) change ``data_format`` and reorder
-their 4-value window attributes; constant filters are transposed once, at compile time
+Layout ops (those the registry marks ``Trait.LAYOUT_SENSITIVE``, each with a ``LayoutRole``:
+Conv2D, FusedConv2D, ConvBNReLU, MaxPool, AvgPool, GlobalAveragePool, GlobalMaxPool,
+FusedBatchNorm, BiasAdd; on 4-D data) change ``data_format`` and reorder their 4-value
+window attributes; constant filters are transposed once, at compile time
 (OIHW -> HWIO); elementwise ops pass the layout through (their constants are transposed,
 scalars kept). Transposes go only at the region's ends, one per value that enters or
 leaves it, each recorded in the report with the reason; a Transpose already in the graph
@@ -36,16 +37,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-import numpy as np
-
 from ge.ir import Format, Graph, Node, Tensor, Value
-from ge.ops import fused_conv  # noqa: F401 - registers the fused convolutions
-from ge.ops.registry import Trait, const_value, create_node, get_schema, has_op
+from ge.ir.tensor import transposed_copy
+from ge.ops.registry import LayoutRole, Trait, const_value, create_node, get_schema, has_op
 from ge.ops.shape_utils import broadcast_shapes
 from ge.passes.base import Pass, PassResult
 from ge.passes.rewrite import remove_unused
 
-__all__ = ["LayoutPass", "LayoutChange", "LAYOUT_OPS"]
+__all__ = ["LayoutPass", "LayoutChange", "layout_role"]
 
 _MAX_LISTED = 8
 
@@ -78,28 +77,13 @@ class LayoutChange:
         return (2, 3, 1, 0) if self.target is Format.NHWC else (3, 2, 0, 1)
 
 
-@dataclass(frozen=True)
-class _OpLayout:
-    """How one layout op reads its inputs: which carry activations, which is a filter,
-    which attributes hold 4 values in data_format order, and whether it convolves."""
-
-    activations: tuple[int, ...] = (0,)
-    filter: Optional[int] = None
-    window_attrs: tuple[str, ...] = ()
-    convolution: bool = False
-
-
-_CONV = _OpLayout((0,), 1, ("strides", "dilations"), True)
-_POOL = _OpLayout((0,), None, ("ksize", "strides", "dilations"))
-
-#: the ops whose layout the pass changes, and how
-LAYOUT_OPS: dict[str, _OpLayout] = {
-    "Conv2D": _CONV, "ConvBNReLU": _CONV,
-    "FusedConv2D": _OpLayout((0, 3), 1, ("strides", "dilations"), True),
-    "MaxPool": _POOL, "AvgPool": _POOL,
-    "GlobalAveragePool": _OpLayout(), "GlobalMaxPool": _OpLayout(),
-    "FusedBatchNorm": _OpLayout(), "BiasAdd": _OpLayout(),
-}
+def layout_role(op_type: str) -> Optional[LayoutRole]:
+    """How ``op_type`` reads 4-D data, when the registry marks it layout-sensitive; None
+    for every other op (and an unknown one)."""
+    if not has_op(op_type):
+        return None
+    schema = get_schema(op_type)
+    return schema.layout if schema.has_trait(Trait.LAYOUT_SENSITIVE) else None
 
 
 # -- which nodes can change layout ------------------------------------------------------
@@ -119,7 +103,7 @@ def _window_fits(node: Node, names: Iterable[str], change: LayoutChange) -> bool
 
 
 def _is_layout_op(node: Node, change: LayoutChange) -> bool:
-    spec = LAYOUT_OPS.get(node.op_type)
+    spec = layout_role(node.op_type)
     if spec is None or node.attrs.get("data_format") is not change.source:
         return False
     if any(value.rank != 4 for value in node.outputs):
@@ -158,7 +142,7 @@ def _is_elementwise_member(node: Node) -> bool:
 
 def _layout_slots(node: Node) -> Sequence[int]:
     """The input slots of a region member that read data in the member's layout."""
-    spec = LAYOUT_OPS.get(node.op_type)
+    spec = layout_role(node.op_type)
     return spec.activations if spec is not None else range(len(node.inputs))
 
 
@@ -198,7 +182,8 @@ def _find_regions(graph: Graph, change: LayoutChange) -> list[list[Node]]:
 
 
 def _has_convolution(region: Sequence[Node]) -> bool:
-    return any(LAYOUT_OPS[n.op_type].convolution for n in region if n.op_type in LAYOUT_OPS)
+    return any((spec := layout_role(n.op_type)) is not None and spec.convolution
+               for n in region)
 
 
 # -- the conversion ---------------------------------------------------------------------
@@ -234,7 +219,7 @@ class _Converter:
         for index, value in _activation_inputs(node):
             if id(value.producer) not in self.inside:
                 node.replace_input_with(index, self._entry(value, node))
-        spec = LAYOUT_OPS.get(node.op_type)
+        spec = layout_role(node.op_type)
         if spec is not None:
             self._convert_layout_attrs(node, spec)
         for value in node.outputs:
@@ -242,7 +227,7 @@ class _Converter:
             value.format = change.target
         self.converted[node.op_type] += 1
 
-    def _convert_layout_attrs(self, node: Node, spec: _OpLayout) -> None:
+    def _convert_layout_attrs(self, node: Node, spec: LayoutRole) -> None:
         change = self.change
         node.attrs["data_format"] = change.target
         for name in spec.window_attrs:
@@ -267,11 +252,10 @@ class _Converter:
             data = const_value(value)
             assert data is not None
             if kind == "filter":
-                moved = data.transpose(self.change.filter_perm)
+                array = transposed_copy(data, self.change.filter_perm)
             else:
-                moved = data.reshape((1,) * (4 - data.ndim) + data.shape).transpose(
-                    self.change.to_target)
-            array = np.ascontiguousarray(moved)
+                array = transposed_copy(data.reshape((1,) * (4 - data.ndim) + data.shape),
+                                        self.change.to_target)
             array.setflags(write=False)
             name = self.graph.unique_name(f"{value.producer.name}/{self.change.target.value}")
             self.constants[key] = create_node("Const", [], {"value": Tensor.wrap(array)}, name,

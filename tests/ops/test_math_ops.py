@@ -1,4 +1,5 @@
-"""Math ops (ge/ops/math_ops.py, math_tensor.py, signal.py) and Cast's narrow-type rules.
+"""Math ops (ge/ops/math_ops.py, cumulative.py, linalg.py, signal.py) and Cast's
+narrow-type rules.
 
 ONNX's node suite checks these ops' numbers case by case; here is what it does not
 cover: inference with dynamic dimensions, the errors that name the node, values

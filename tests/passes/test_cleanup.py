@@ -7,11 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ge.ir import Graph, Node
-from ge.ops import evaluate
+from ge.ops import Trait, evaluate, register_op, registry
 from ge.passes import PassManager
 from ge.passes.cleanup import (
     AlgebraicSimplificationPass,
@@ -270,6 +271,50 @@ def test_double_negation_idempotence_and_non_negative_inputs():
     after, _ = run_pass(before, AlgebraicSimplificationPass())
 
     assert exprs(after) == ["Add(x, Exp(x))"]
+
+
+def test_every_op_that_declares_a_trait_gets_its_rule():
+    """The ops newly declaring a property are simplified like the old named ones."""
+    before = Graph("declared")
+    i, f = data(before, "i", [4], "int32"), data(before, "f", [4])
+    b, c = data(before, "b", [4], "bool"), data(before, "c", [4], "bool")
+    not_not = op(before, "BitwiseNot", op(before, "BitwiseNot", i))
+    or_zero = op(before, "BitwiseOr", not_not, const(before, 0, "int32"))
+    xor_false = op(before, "Xor", const(before, [False] * 4), b)  # commutative: either side
+    before.set_outputs([op(before, "Mul", or_zero, i), op(before, "Or", xor_false, c),
+                        op(before, "Relu", op(before, "Sqrt", f))])
+
+    after, records = run_pass(before, AlgebraicSimplificationPass())
+
+    assert exprs(after) == ["Mul(i, i)", "Or(b, c)", "Sqrt(f)"]
+    for label in ("BitwiseNot(BitwiseNot(x)) 1", "BitwiseOr(x, 0) 1", "Xor(False, x) 1",
+                  "Relu(Sqrt(x)) 1"):
+        assert label in notes(records)
+
+
+@pytest.fixture()
+def flip_op():
+    """A throwaway op ``TestFlip`` (y = -x) declared an involution, and nothing else."""
+
+    def flip_kernel(x: np.ndarray) -> np.ndarray:
+        """y = -x."""
+        return -x
+
+    register_op("TestFlip", inputs=["x"], infer=lambda ctx: [ctx.input(0)],
+                traits=(Trait.PURE, Trait.INVOLUTION))(flip_kernel)
+    yield "TestFlip"
+    registry._REGISTRY.pop("TestFlip")
+
+
+def test_the_simplifier_asks_the_registry_not_a_list_of_names(flip_op):
+    before = Graph("registered")
+    x = data(before, "x", [3])
+    before.set_outputs([op(before, "Exp", op(before, flip_op, op(before, flip_op, x)))])
+
+    after, records = run_pass(before, AlgebraicSimplificationPass())
+
+    assert exprs(after) == ["Exp(x)"]
+    assert "TestFlip(TestFlip(x)) 1" in notes(records)
 
 
 def test_times_zero_folds_for_integers_and_stays_for_floats():

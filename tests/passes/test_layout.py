@@ -6,12 +6,13 @@ Each test shows the graph before, the graph expected after, and checks the numbe
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ge
 from ge.ir import Format
-from ge.ops import create_node, evaluate
+from ge.ops import Attr, AttrType, LayoutRole, create_node, evaluate, register_op, registry
 from ge.passes.layout import LayoutPass
 from ge.passes.verify import random_feeds
 from tests.tolerance import assert_close
@@ -256,3 +257,34 @@ def test_level_3_gives_level_0_outputs_and_grows_only_by_end_transposes(graph):
                    for p in optimized.report["passes"])
     assert len(optimized.graph) <= len(reference.graph) + inserted
     assert inserted in (0, 2)  # one chain: in and out, or nothing to convert
+
+
+@pytest.fixture()
+def channel_scale_op():
+    """A throwaway op ``TestChannelScale`` (y = x * (channel index + 1)) that declares how it
+    reads its layout, and nothing else: the pass must learn it from the registry."""
+
+    def channel_scale_kernel(x: np.ndarray, *, data_format: Format) -> np.ndarray:
+        """y = x scaled by (its channel index + 1), channels on data_format's channel axis."""
+        axis = 1 if data_format is Format.NCHW else 3
+        shape = [1, 1, 1, 1]
+        shape[axis] = x.shape[axis]
+        return x * np.arange(1, x.shape[axis] + 1, dtype=x.dtype).reshape(shape)
+
+    register_op("TestChannelScale", inputs=["x"],
+                attrs=[Attr("data_format", AttrType.FORMAT, Format.NCHW)],
+                infer=lambda ctx: [ctx.input(0)], layout=LayoutRole())(channel_scale_kernel)
+    yield "TestChannelScale"
+    registry._REGISTRY.pop("TestChannelScale")
+
+
+def test_an_op_the_registry_calls_layout_sensitive_joins_the_region(channel_scale_op):
+    graph = ge.Graph("declared")
+    x = data(graph, "x", (1, 3, 6, 6))
+    scaled = op(graph, channel_scale_op, [conv(graph, x, "c")], "scale", data_format="NCHW")
+    graph.set_outputs([op(graph, "Relu", [scaled], "out")])
+
+    after, _ = apply(graph)
+
+    assert summary(after) == ["Transpose[0, 2, 3, 1]", "Conv2D[NHWC]", "TestChannelScale[NHWC]",
+                              "Relu", "Transpose[0, 3, 1, 2]"]

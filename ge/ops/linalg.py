@@ -1,15 +1,12 @@
-"""Math ops that are not elementwise: CumSum, CumProd, Einsum, Det, and BitCast.
-
-Each follows the ONNX operator of the same name (registered from ``math_ops``).
-"""
+"""Linear algebra beyond MatMul: Einsum and Det, as ONNX defines them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from ge.ir import DataType, TensorDesc
+from ge.ir import TensorDesc
 from ge.ir.tensor import Dim, num_elements
 from ge.ops.elementwise import FLOATS, NUMERIC
 from ge.ops.registry import (
@@ -19,66 +16,11 @@ from ge.ops.registry import (
     Cost,
     InferenceContext,
     Input,
-    Trait,
-    flops_per_output,
     register_op,
 )
-from ge.ops.shape_utils import broadcast_dim, normalize_axis
+from ge.ops.shape_utils import broadcast_dim
 
-__all__ = ["einsum_output_shape", "bit_width"]
-
-_AXIS_TYPES = (DataType.DT_INT32, DataType.DT_INT64)
-
-
-# -- cumulative sum and product ---------------------------------------------------------
-
-def _infer_cumulative(ctx: InferenceContext) -> Sequence[TensorDesc]:
-    ctx.require_dtypes(0, NUMERIC)
-    ctx.require_dtypes(1, _AXIS_TYPES, "an axis must be")
-    if len(ctx.shape(1)) > 1 or any(d != 1 for d in ctx.shape(1)):
-        raise ctx.fail(f"input 'axis' must be a scalar, got shape {list(ctx.shape(1))}")
-    axis = ctx.const_ints(1)
-    if axis is not None:
-        rank = len(ctx.shape(0))
-        if not -rank <= axis[0] < rank:
-            raise ctx.fail(f"axis {axis[0]} is out of range for x of rank {rank}")
-    return [ctx.input(0)]
-
-
-def _cumulate(x: np.ndarray, axis: np.ndarray, exclusive: bool, reverse: bool,
-              accumulate: Callable[..., np.ndarray], identity: int) -> np.ndarray:
-    """Inclusive or exclusive scan of ``accumulate`` along ``axis``, either direction."""
-    position = normalize_axis(int(np.asarray(axis).reshape(-1)[0]), x.ndim)
-    wide = np.float32 if x.dtype.itemsize < 4 and not np.issubdtype(x.dtype, np.integer) \
-        else x.dtype
-    data = np.flip(x, position) if reverse else x
-    result = accumulate(data, axis=position, dtype=wide)
-    if exclusive:
-        first = np.full_like(np.take(result, [0], axis=position), identity)
-        rest = np.take(result, np.arange(result.shape[position] - 1), axis=position)
-        result = np.concatenate([first, rest], axis=position)
-    if reverse:
-        result = np.flip(result, position)
-    return np.ascontiguousarray(result).astype(x.dtype, copy=False)
-
-
-_SCAN_ATTRS = [Attr("exclusive", AttrType.BOOL, False), Attr("reverse", AttrType.BOOL, False)]
-
-
-@register_op("CumSum", inputs=["x", "axis"], attrs=_SCAN_ATTRS, infer=_infer_cumulative,
-             cost=flops_per_output(1))
-def cumsum_kernel(x: np.ndarray, axis: np.ndarray, *, exclusive: bool = False,
-                  reverse: bool = False) -> np.ndarray:
-    """y[i] = sum of x[j] for j <= i along ``axis`` (j < i if exclusive; j >= i if reverse)."""
-    return _cumulate(x, axis, exclusive, reverse, np.cumsum, 0)
-
-
-@register_op("CumProd", inputs=["x", "axis"], attrs=_SCAN_ATTRS, infer=_infer_cumulative,
-             cost=flops_per_output(1))
-def cumprod_kernel(x: np.ndarray, axis: np.ndarray, *, exclusive: bool = False,
-                   reverse: bool = False) -> np.ndarray:
-    """y[i] = product of x[j] for j <= i along ``axis`` (exclusive and reverse as CumSum)."""
-    return _cumulate(x, axis, exclusive, reverse, np.cumprod, 1)
+__all__ = ["einsum_output_shape"]
 
 
 # -- Einsum -----------------------------------------------------------------------------
@@ -199,31 +141,3 @@ def _det_cost(ctx: InferenceContext, outputs: Sequence[TensorDesc]) -> Cost:
 def det_kernel(x: np.ndarray) -> np.ndarray:
     """y = the determinant of each square matrix of x ([..., M, M] -> [...])."""
     return np.asarray(np.linalg.det(x.astype(np.float64))).astype(x.dtype)
-
-
-# -- BitCast ----------------------------------------------------------------------------
-
-_NARROW_BITS = {DataType.DT_INT4: 4, DataType.DT_UINT4: 4, DataType.DT_FLOAT4_E2M1: 4,
-                DataType.DT_INT2: 2, DataType.DT_UINT2: 2}
-
-
-def bit_width(dtype: DataType) -> int:
-    """Bits per element of ``dtype`` (4 and 2 for the packed narrow types)."""
-    return _NARROW_BITS.get(dtype, dtype.itemsize * 8)
-
-
-def _infer_bitcast(ctx: InferenceContext) -> Sequence[TensorDesc]:
-    source, target = ctx.dtype(0), ctx.attr("to")
-    if bit_width(source) != bit_width(target):
-        raise ctx.fail_dtype(f"cannot reinterpret {source.short_name} ({bit_width(source)} bits) "
-                             f"as {target.short_name} ({bit_width(target)} bits): the widths "
-                             f"must be equal")
-    desc = ctx.input(0)
-    return [TensorDesc(desc.shape, target, desc.format)]
-
-
-@register_op("BitCast", inputs=["x"], attrs=[Attr("to", AttrType.DTYPE, REQUIRED)],
-             infer=_infer_bitcast, traits=(Trait.PURE, Trait.ELEMENTWISE))
-def bitcast_kernel(x: np.ndarray, *, to: DataType) -> np.ndarray:
-    """y = the bits of x read as type ``to`` (of the same width)."""
-    return (x if x.flags.c_contiguous else x.copy()).view(to.np_dtype)

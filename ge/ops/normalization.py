@@ -1,23 +1,19 @@
-"""More neural-network ops, with ONNX's names and semantics (channels on axis 1):
+"""Normalization ops, with ONNX's names and semantics (channels on axis 1):
 InstanceNormalization, GroupNormalization, LpNormalization, LRN,
-MeanVarianceNormalization, Hardmax, Dropout (training mode) and
-BatchNormalizationTraining.
+MeanVarianceNormalization and BatchNormalizationTraining (batch statistics).
 
 Statistics of float16 and bfloat16 inputs are computed in float32 (float64 stays
-float64) and the result is cast back to the input's dtype. Importing this module
-also registers the loss ops (``nn_loss``) and the N-D window ops (``nn_window``,
-``nn_transpose``).
+float64) and the result is cast back to the input's dtype.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Optional
 
 import numpy as np
 
 from ge.errors import AttrError
-from ge.ir import DataType, TensorDesc
+from ge.ir import TensorDesc
 from ge.ir.tensor import Dim, is_static_dim
 from ge.ops.elementwise import FLOATS
 from ge.ops.registry import (
@@ -25,7 +21,6 @@ from ge.ops.registry import (
     Attr,
     AttrType,
     InferenceContext,
-    Input,
     flops_per_output,
     register_op,
 )
@@ -206,56 +201,6 @@ def mean_variance_normalization_kernel(x: np.ndarray, *, axes: list[int]) -> np.
     return (centred / (deviation + wide.dtype.type(1e-9))).astype(x.dtype, copy=False)
 
 
-# -- Hardmax ----------------------------------------------------------------------------
-
-@register_op("Hardmax", inputs=["input"], attrs=[Attr("axis", AttrType.INT, -1)],
-             infer=_infer_same_float, cost=flops_per_output(2))
-def hardmax_kernel(x: np.ndarray, *, axis: int) -> np.ndarray:
-    """1 where x is the largest along ``axis`` (the first one on ties), 0 elsewhere."""
-    result = np.zeros_like(x)
-    if x.size:
-        winners = np.expand_dims(np.argmax(x, axis=axis), axis)
-        np.put_along_axis(result, winners, 1, axis=axis)
-    return result
-
-
-# -- Dropout ----------------------------------------------------------------------------
-
-def _infer_dropout(ctx: InferenceContext) -> Sequence[TensorDesc]:
-    ctx.require_dtypes(0, FLOATS)
-    for index in (1, 2):
-        if ctx.has_input(index) and ctx.input(index).rank != 0:
-            raise ctx.fail(f"input {ctx.schema.input_name(index)!r} must be a scalar, got "
-                           f"shape {list(ctx.shape(index))}")
-    if ctx.has_input(2):
-        ctx.require_dtypes(2, (DataType.DT_BOOL,), "training_mode must be")
-    x = ctx.input(0)
-    return [x, TensorDesc(x.shape, DataType.DT_BOOL)]
-
-
-@register_op("Dropout",
-             inputs=["data", Input("ratio", optional=True, doc="scalar, default 0.5"),
-                     Input("training_mode", optional=True, doc="bool scalar, default false")],
-             outputs=("output", "mask"),
-             attrs=[Attr("seed", AttrType.INT, None, doc="seed of the random generator")],
-             infer=_infer_dropout, cost=flops_per_output(2), traits=())
-def dropout_kernel(data: np.ndarray, ratio: Optional[np.ndarray] = None,
-                   training_mode: Optional[np.ndarray] = None, *, seed: Optional[int],
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """ONNX Dropout. Out of training mode: output = data, mask all true. In training mode
-    each element is kept with probability 1 - ratio (kept when a uniform draw in [0, 1) is
-    >= ratio; NumPy's MT19937 generator, seeded by ``seed`` when given) and scaled by
-    1 / (1 - ratio); the mask says which were kept."""
-    if training_mode is None or not bool(training_mode):
-        return data, np.ones(data.shape, np.bool_)
-    drop = 0.5 if ratio is None else float(ratio)
-    generator = np.random.RandomState(seed)
-    mask = generator.uniform(0.0, 1.0, data.shape) >= drop
-    scale = 0.0 if drop >= 1 else 1.0 / (1.0 - drop)
-    output = data.astype(compute_dtype(data.dtype)) * mask * scale
-    return output.astype(data.dtype, copy=False), mask
-
-
 # -- BatchNormalizationTraining ---------------------------------------------------------
 
 def _infer_batch_norm_training(ctx: InferenceContext) -> Sequence[TensorDesc]:
@@ -294,7 +239,3 @@ def batch_normalization_training_kernel(
     running_var = _wide(variance) * momentum + batch_var * (1 - momentum)
     return tuple(a.astype(x.dtype, copy=False)
                  for a in (y, running_mean, running_var, batch_mean, batch_var))
-
-
-
-from ge.ops import nn_loss, nn_nd, nn_transpose  # noqa: E402,F401 - register the rest

@@ -1,6 +1,7 @@
-"""Tensor generators and indexing ops (tensor_extra, tensor_index): what ONNX's node suite
-does not cover — inference with unknown or named dimensions, error messages naming the
-node, and kernels checked against PyTorch on cases the suite lacks."""
+"""Tensor generators, rearrangements and indexing ops (tensor_generators,
+tensor_rearrange, tensor_index): what ONNX's node suite does not cover — inference with
+unknown or named dimensions, error messages naming the node, and kernels checked against
+PyTorch on cases the suite lacks."""
 
 from __future__ import annotations
 
