@@ -22,7 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -94,6 +94,7 @@ def _cmd_info(args: argparse.Namespace) -> None:
         executable = ge.compile(graph, opt_level=args.opt_level)
         print(f"optimized at opt_level {args.opt_level}: {len(graph)} -> "
               f"{len(executable.graph)} nodes")
+        _print_failures(executable.report)
         print(graph_info(executable.graph))
         return
     print(graph_info(graph))
@@ -102,6 +103,21 @@ def _cmd_info(args: argparse.Namespace) -> None:
 
         histogram = onnx_op_histogram(args.model)
         print("  ONNX ops: " + ", ".join(f"{op} x{n}" for op, n in histogram.most_common()))
+
+
+def _pass_failures(report: dict[str, Any]) -> list[dict[str, str]]:
+    """Every failure the passes recorded (pass, node, error), in pass order."""
+    return [failure for record in report.get("passes", [])
+            for failure in record.get("failures", [])]
+
+
+def _print_failures(report: dict[str, Any]) -> None:
+    """One line per kernel or inference that raised inside a pass (the node was left)."""
+    failures = _pass_failures(report)
+    if failures:
+        print(f"{len(failures)} pass failure(s) (those nodes were left as they were):")
+    for failure in failures:
+        print(f"  FAILED in {failure['pass']} on node {failure['node']!r}: {failure['error']}")
 
 
 def _cmd_run(args: argparse.Namespace) -> None:
@@ -153,6 +169,7 @@ def _cmd_compile(args: argparse.Namespace) -> None:
         print(f"compiled {graph.name!r} at opt_level {args.opt_level}: "
               f"{report['nodes_before']} -> {report['nodes']} nodes, {report['steps']} steps "
               f"in {report['compile_seconds'] * 1e3:.1f} ms")
+        _print_failures(report)
     if args.verify:
         print(f"verified: every pass kept the outputs (rtol {DEFAULT_RTOL}, atol {DEFAULT_ATOL})")
     if args.output:

@@ -10,7 +10,7 @@ import pytest
 import ge
 import ge.passes
 from ge.cli import main
-from ge.ops import all_op_types, create_node
+from ge.ops import all_op_types, create_node, get_schema
 
 
 @pytest.fixture()
@@ -152,3 +152,26 @@ def test_verify_names_the_pass_that_broke_the_outputs(tmp_path, monkeypatch, cap
     assert out.startswith("FAILED: pass _FlipAddPass changed the outputs (first differing node: "
                           "added)")
     assert "Passes run before it (verified): ShapeFoldingPass, ConstantFoldingPass" in out
+
+
+def test_compile_and_info_show_what_failed_inside_a_pass(tmp_path, monkeypatch, capsys):
+    graph = ge.Graph("planted")
+    x = create_node("Data", [], {"shape": [3]}, "x", graph)
+    c = create_node("Const", [], {"value": ge.Tensor(np.ones(3, np.float32))}, "c", graph)
+    graph.set_outputs([create_node("Add", [x, create_node("Neg", [c], {}, "negate", graph)],
+                                   {}, "y", graph)])
+    path = tmp_path / "planted.json"
+    path.write_text(graph.to_json())
+
+    def broken(*inputs, **attrs):
+        raise ValueError("planted bug")
+
+    monkeypatch.setattr(get_schema("Neg"), "kernel", broken)
+    line = "FAILED in ConstantFoldingPass on node 'negate': ValueError: planted bug"
+    assert main(["compile", str(path), "--opt-level", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "1 pass failure(s)" in out and line in out
+    assert main(["compile", str(path), "--opt-level", "1", "--report"]) == 0
+    assert line in capsys.readouterr().out
+    assert main(["info", str(path), "--optimized", "--opt-level", "1"]) == 0
+    assert line in capsys.readouterr().out

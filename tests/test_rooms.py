@@ -27,6 +27,10 @@ ALLOWED: dict[str, set[str]] = {
     "distributed": {"ir", "partition", "session", "compiler", "runtime"},
 }
 
+# The public surface: the package root, the error types every room raises, and the two
+# front doors over the public API (the ``ge`` command and ONNX's backend interface).
+PUBLIC_SURFACE = {"__init__", "errors", "cli", "backend"}
+
 
 def room_of(path: Path) -> str:
     relative = path.relative_to(PACKAGE)
@@ -49,12 +53,44 @@ def imported_rooms(path: Path) -> set[str]:
     return rooms - {"errors"}
 
 
+def rooms_on_disk() -> set[str]:
+    """Every module and package directly under ``ge/`` (a folder counts when it holds
+    Python files, with or without an ``__init__.py``)."""
+    found = set()
+    for entry in PACKAGE.iterdir():
+        if entry.is_file() and entry.suffix == ".py":
+            found.add(entry.stem)
+        elif entry.is_dir() and entry.name != "__pycache__" and any(entry.rglob("*.py")):
+            found.add(entry.name)
+    return found
+
+
+def test_every_module_under_ge_is_a_fenced_room_or_the_public_surface():
+    """A new module or package under ``ge/`` must be given its fence in ``ALLOWED`` (or be
+    named part of the public surface) before it can exist."""
+    unfenced = sorted(rooms_on_disk() - ALLOWED.keys() - PUBLIC_SURFACE)
+    assert not unfenced, f"rooms without a fence in tests/test_rooms.py: {unfenced}"
+
+
+def test_the_fence_check_sees_a_new_room(tmp_path, monkeypatch):
+    """The check above is not vacuous: a planted module and package are both reported."""
+    (tmp_path / "ops").mkdir()
+    (tmp_path / "ops" / "__init__.py").write_text("")
+    (tmp_path / "shortcuts.py").write_text("")
+    (tmp_path / "sneaky").mkdir()
+    (tmp_path / "sneaky" / "tool.py").write_text("")
+    (tmp_path / "data").mkdir()  # no Python in it: not a room
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path)
+    assert rooms_on_disk() == {"ops", "shortcuts", "sneaky"}
+    assert sorted(rooms_on_disk() - ALLOWED.keys() - PUBLIC_SURFACE) == ["shortcuts", "sneaky"]
+
+
 def test_every_room_imports_only_what_it_may():
     violations = []
     for path in sorted(PACKAGE.rglob("*.py")):
         room = room_of(path)
         if room not in ALLOWED:
-            continue  # the package root, errors, cli: the public surface
+            continue  # the public surface (checked above: nothing else is unfenced)
         for other in imported_rooms(path) - ALLOWED[room] - {room}:
             violations.append(f"{path.relative_to(PACKAGE.parent)} ({room}) imports ge.{other}")
     assert not violations, "\n".join(violations)

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ge.errors import GraphError
 from ge.ir.dtypes import DataType
 from ge.ir.tensor import Format, Tensor
 
@@ -60,7 +61,7 @@ def format_graph(graph: Graph) -> str:
     lines = [f"graph {graph.name}({inputs}) {{"]
     try:
         order = graph.topological_order()
-    except Exception:  # a graph with a cycle still prints, in insertion order
+    except GraphError:  # a graph with a cycle still prints, in the graph's order
         order = graph.nodes
     for node in order:
         if node.op_type == "Data":

@@ -28,6 +28,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ge.errors import GEError
 from ge.ir import DataType, TensorDesc
 from ge.ops.fused_elementwise import Operand, Step, parse_steps
 from ge.ops.registry import InferenceContext, get_schema, normalize_attrs
@@ -356,7 +357,7 @@ def _lower_step(builder: Builder, step: Step, position: int, results: list[int],
     dtypes = [None if v is None else builder.dtype(v) for v in values]
     try:
         dtype = _step_dtype(step, position, dtypes, literals)
-    except Exception as error:  # noqa: BLE001 - inference refusing the dtypes is the answer
+    except (GEError, ValueError, TypeError, IndexError, KeyError) as error:  # refused dtypes
         raise Unsupported(f"step {position} ({step.op_type}) does not infer: {error}") from None
     if dtype not in LOOP_DTYPES or any(d is not None and d not in LOOP_DTYPES for d in dtypes):
         raise Unsupported(f"step {position} ({step.op_type}) on {dtype} "
