@@ -10,10 +10,11 @@ consumer is already in the region, the way fuse-ops passes in ML compilers
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ge.errors import GEError
 from ge.ir import DataType, Graph, Node, Value
 from ge.ir.tensor import Shape
 from ge.ops.fused_elementwise import (
@@ -40,21 +41,36 @@ MAX_FUSED_INPUTS = 16
 
 @dataclass
 class _Region:
-    """A region being grown: its nodes (root first), their float dtype, and refusals."""
+    """A region being grown: its nodes (root first), their float dtype, its tensor inputs
+    (value id -> count of reads from inside), and the producers it refused, with why."""
 
     root: Node
     dtype: DataType
     members: list[Node] = field(default_factory=list)
     refused: dict[int, str] = field(default_factory=dict)  # producer id -> why it stayed out
+    external: Counter[int] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
-        self.members.append(self.root)
         self.inside = {id(self.root)}
+        self.members.append(self.root)
+        self.external.update(self._outside_reads(self.root))
+
+    def _outside_reads(self, node: Node) -> list[int]:
+        return [id(v) for v in _tensor_inputs(node) if id(v.producer) not in self.inside]
+
+    def inputs_with(self, node: Node) -> int:
+        """How many tensor inputs the region would have with ``node`` inside."""
+        count = len(self.external) - sum(1 for v in node.outputs if id(v) in self.external)
+        return count + len({key for key in self._outside_reads(node)
+                            if key not in self.external})
 
     def add(self, node: Node) -> None:
         self.members.append(node)
         self.inside.add(id(node))
         self.refused.pop(id(node), None)
+        for value in node.outputs:
+            self.external.pop(id(value), None)
+        self.external.update(self._outside_reads(node))
 
 
 class ElementwiseFusionPass(Pass):
@@ -105,7 +121,7 @@ class ElementwiseFusionPass(Pass):
             members = sorted(region.members, key=lambda n: position[id(n)])
             if len(members) < 2 or _op_count(members) < self.min_ops:
                 continue
-            reason = self._fuse(graph, region.root, members)
+            reason = self._fuse(graph, region.root, members, result)
             if reason is not None:
                 self.refusals[reason] += 1
                 continue
@@ -122,25 +138,27 @@ class ElementwiseFusionPass(Pass):
 
     # -- partitioning ---------------------------------------------------------------------
     def _grow(self, root: Node) -> Optional[_Region]:
+        """The region grown from ``root`` through its producers. A worklist holds the
+        producers to consider; one refused because a consumer was outside is considered
+        again when that consumer joins (each join re-offers the joiner's producers)."""
         if step_refusal(root) is not None:
             return None
         dtype = _region_dtype(root)
         if dtype is None:
             return None
         region = _Region(root, dtype)
-        changed = True
-        while changed:
-            changed = False
-            for member in list(region.members):
-                for value in member.inputs:
-                    if value is None or id(value.producer) in region.inside:
-                        continue
-                    reason = self._refusal(value.producer, region)
-                    if reason is None:
-                        region.add(value.producer)
-                        changed = True
-                    elif reason:
-                        region.refused[id(value.producer)] = reason
+        work = deque([root])
+        while work:
+            member = work.popleft()
+            for value in member.inputs:
+                if value is None or id(value.producer) in region.inside:
+                    continue
+                reason = self._refusal(value.producer, region)
+                if reason is None:
+                    region.add(value.producer)
+                    work.append(value.producer)
+                elif reason:
+                    region.refused[id(value.producer)] = reason
         return region
 
     def _refusal(self, producer: Node, region: _Region) -> Optional[str]:
@@ -159,12 +177,13 @@ class ElementwiseFusionPass(Pass):
             outside = [u.node.op_type for u in value.users if id(u.node) not in region.inside]
             if outside:
                 return f"a {producer.op_type} output also feeds {outside[0]} outside the region"
-        if len(_external_inputs([*region.members, producer])) > self.max_inputs:
+        if region.inputs_with(producer) > self.max_inputs:
             return f"the region would have more than {self.max_inputs} inputs"
         return None
 
     # -- rewriting -----------------------------------------------------------------------
-    def _fuse(self, graph: Graph, root: Node, members: list[Node]) -> Optional[str]:
+    def _fuse(self, graph: Graph, root: Node, members: list[Node],
+              result: PassResult) -> Optional[str]:
         """Replace ``members`` (producers first, ``root`` last) by one fused op."""
         builder = _StepBuilder(members)
         for member in members:
@@ -174,7 +193,8 @@ class ElementwiseFusionPass(Pass):
             node = create_node(FUSED_ELEMENTWISE, builder.inputs,
                                {"steps": format_steps(builder.steps)},
                                graph.unique_name("fused_elementwise"), graph)
-        except Exception as error:  # noqa: BLE001 - any inference failure is a refusal
+        except GEError as error:  # the region stays as it is; the report shows why
+            result.fail(root.name, error)
             return f"the fused op cannot be built ({error})"
         new = node.outputs[0]
         if new.dtype is not old.dtype or not _shapes_fit(new.shape, old.shape):
@@ -255,16 +275,10 @@ def _op_count(members: list[Node]) -> int:
     return sum(len(m.attrs["steps"]) if m.op_type == FUSED_ELEMENTWISE else 1 for m in members)
 
 
-def _external_inputs(members: list[Node]) -> set[int]:
-    inside = {id(m) for m in members}
-    found: set[int] = set()
-    for member in members:
-        for index, value in enumerate(member.inputs):
-            if value is None or id(value.producer) in inside:
-                continue
-            if member.op_type == FUSED_ELEMENTWISE or literal_input(member, index) is None:
-                found.add(id(value))
-    return found
+def _tensor_inputs(node: Node) -> list[Value]:
+    """The values ``node`` reads as tensors (one-element constants become literals)."""
+    return [value for index, value in enumerate(node.inputs) if value is not None and
+            (node.op_type == FUSED_ELEMENTWISE or literal_input(node, index) is None)]
 
 
 def _shapes_fit(inferred: Shape, declared: Shape) -> bool:

@@ -1,9 +1,12 @@
 """The pass manager: runs passes in order, times them, checks the graph between them.
 
-After each pass the graph is validated (structure, shapes, dtypes); with
+After each pass the graph's structure is validated, and the nodes the pass
+added or rewired are checked against their ops (shapes, dtypes); the whole
+graph is checked after the last pass (after every pass when verifying). With
 ``verify`` the reference interpreter also checks that the pass kept the
 outputs, and the first pass that did not is named with the node where the
-values first differ.
+values first differ. Failures a pass recorded (a kernel or inference that raised on
+a node) stay in its record and are printed by ``format_report``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import numpy as np
 
 from ge.errors import GEError, GraphError, VerificationError
 from ge.ir import Graph
+from ge.ir import Node as IRNode
 from ge.passes.base import Pass, PassResult
 from ge.passes.verify import DEFAULT_ATOL, DEFAULT_RTOL, Verifier
 
@@ -37,7 +41,8 @@ class PassRecord:
         """Plain data for the executable's report."""
         return {"pass": self.name, "seconds": self.seconds, "nodes_before": self.nodes_before,
                 "nodes_after": self.nodes_after, "changed": self.result.changed,
-                "counts": dict(self.result.counts), "notes": list(self.result.notes)}
+                "counts": dict(self.result.counts), "notes": list(self.result.notes),
+                "failures": [failure.as_dict() for failure in self.result.failures]}
 
 
 class PassManager:
@@ -58,17 +63,29 @@ class PassManager:
             before = graph.clone() if verifier else None
             nodes_before = len(graph)
             started = time.perf_counter()
-            result = current.run(graph)
+            with graph.recording(rewired=True) as touched:
+                result = current.run(graph)
             seconds = time.perf_counter() - started
-            self._validate(graph, current, records)
+            result.name_failures(current.name)
+            # each pass's own changes are checked against their ops (every node when
+            # verifying); the structure, every time, and the whole graph after the last pass
+            self._validate(graph, current, records, None if verifier else touched)
             if verifier is not None and before is not None and expected is not None:
                 self._verify(verifier, before, graph, expected, current, records)
             records.append(PassRecord(current.name, seconds, nodes_before, len(graph), result))
+        if records and not verifier:
+            try:
+                graph.validate()
+            except GEError as error:
+                ran = ", ".join(r.name for r in records)
+                raise GraphError(f"the optimized graph is invalid ({error}); passes run: {ran}. "
+                                 f"Compile with verify=True to name the pass") from error
         return records
 
-    def _validate(self, graph: Graph, current: Pass, earlier: list[PassRecord]) -> None:
+    def _validate(self, graph: Graph, current: Pass, earlier: list[PassRecord],
+                  changed: Optional[list[IRNode]] = None) -> None:
         try:
-            graph.validate()
+            graph.validate(changed)
         except GEError as error:
             ran = ", ".join(r.name for r in earlier) or "none"
             raise GraphError(f"pass {current.name} left an invalid graph ({error}); passes run "
@@ -88,16 +105,24 @@ class PassManager:
 
 
 def format_report(records: Sequence[dict[str, Any]]) -> str:
-    """The compile report as text: one line per pass (``PassRecord.as_dict`` form), then the
-    total."""
+    """The compile report as text: one line per pass (``PassRecord.as_dict`` form), a line
+    under it per failure it recorded, then the total and the failure count."""
     lines = [f"{'pass':<34} {'ms':>8} {'nodes':>11}  what it did"]
+    failed = 0
     for record in records:
         nodes = f"{record['nodes_before']}->{record['nodes_after']}"
         notes = "; ".join(record["notes"]) or ", ".join(
             f"{k} {v}" for k, v in sorted(record["counts"].items())) or "no change"
         lines.append(f"{record['pass']:<34} {record['seconds'] * 1e3:>8.2f} {nodes:>11}  {notes}")
+        for failure in record.get("failures", []):
+            lines.append(f"  FAILED in {failure['pass']} on node {failure['node']!r}: "
+                         f"{failure['error']}")
+            failed += 1
     if records:
         total = sum(r["seconds"] for r in records)
         nodes = f"{records[0]['nodes_before']}->{records[-1]['nodes_after']}"
         lines.append(f"{'total':<34} {total * 1e3:>8.2f} {nodes:>11}")
+    if failed:
+        lines.append(f"{failed} failure(s): a kernel or inference raised; those nodes were "
+                     f"left as they were")
     return "\n".join(lines)

@@ -11,7 +11,7 @@ keeps per-rule statistics: matched, applied, and refused with reasons.
 from __future__ import annotations
 
 import abc
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
@@ -156,7 +156,16 @@ def remove_unused(graph: Graph, candidates: Sequence[Node]) -> int:
 
 
 class RewritePass(Pass):
-    """Applies a set of rules to a fixed point."""
+    """Applies a set of rules to a fixed point, visiting only what changed.
+
+    Every node is visited once, in topological order; a rewrite puts back on the
+    work list only its neighbourhood: the replacement nodes, the nodes that now
+    read them, and the producers of their inputs (whose single-consumer checks
+    may now pass). So the work is proportional to the graph plus the changes,
+    not to the graph times the number of rounds. ``visits`` counts the nodes the
+    last run looked at. The loop guard stops after ``max_rounds`` visits per node
+    of the starting graph, as rules that undo each other would otherwise run on.
+    """
 
     def __init__(self, rules: Sequence[Rule], name: Optional[str] = None,
                  max_rounds: int = 16) -> None:
@@ -164,6 +173,7 @@ class RewritePass(Pass):
         if name:
             self.name = name
         self.max_rounds = max_rounds
+        self.visits = 0
         self.stats: dict[str, RuleStats] = {rule.name: RuleStats() for rule in self.rules}
         self._seen_refusals: set[tuple[str, int, str]] = set()
         self._index: dict[Optional[str], list[Rule]] = defaultdict(list)
@@ -175,11 +185,29 @@ class RewritePass(Pass):
         result = PassResult()
         self.stats = {rule.name: RuleStats() for rule in self.rules}
         self._seen_refusals = set()
-        for _ in range(self.max_rounds):
-            if not self._round(graph):
+        self.visits = 0
+        order = graph.topological_order()
+        budget = self.max_rounds * (len(order) + 1)
+        work: deque[Node] = deque(order)
+        queued = {id(node) for node in order}
+        while work:
+            if self.visits >= budget:
+                result.notes.append(f"stopped after {self.max_rounds} visits per node "
+                                    f"(rules keep firing)")
                 break
-        else:
-            result.notes.append(f"stopped after {self.max_rounds} rounds (rules keep firing)")
+            node = work.popleft()
+            queued.discard(id(node))
+            if node.graph is not graph:
+                continue
+            self.visits += 1
+            for rule in self._index.get(node.op_type, []) + self._index.get(None, []):
+                changed = self._try(rule, node, graph)
+                if changed is not None:
+                    for neighbour in changed:
+                        if id(neighbour) not in queued:
+                            queued.add(id(neighbour))
+                            work.append(neighbour)
+                    break
         for rule in self.rules:
             stats = self.stats[rule.name]
             if stats.applied:
@@ -187,51 +215,62 @@ class RewritePass(Pass):
                 result.count(rule.name, stats.applied)
         return result
 
-    def _round(self, graph: Graph) -> bool:
-        changed = False
-        for node in graph.topological_order():
-            if node.graph is not graph:
-                continue
-            for rule in self._index.get(node.op_type, []) + self._index.get(None, []):
-                if self._try(rule, node, graph):
-                    changed = True
-                    break
-        return changed
-
-    def _try(self, rule: Rule, node: Node, graph: Graph) -> bool:
+    def _try(self, rule: Rule, node: Node, graph: Graph) -> Optional[list[Node]]:
+        """Apply ``rule`` at ``node``; return the nodes whose neighbourhood changed, or None
+        when the rule did not apply."""
         stats = self.stats[rule.name]
         found = rule.pattern.match(node)
         if isinstance(found, Refusal):
             if not found.structural:
                 self._refuse(rule, node, found.reason)
-            return False
+            return None
         stats.matched += 1
         reason = rule.check(found)
         if reason is not None:
             self._refuse(rule, node, reason)
-            return False
-        existing = {id(n) for n in graph.nodes}
-        replacements = list(rule.rewrite(found, graph))
-        if len(replacements) != len(node.outputs):
-            raise GraphError(f"rule {rule.name} gave {len(replacements)} values for the "
-                             f"{len(node.outputs)} outputs of {node.op_type} node {node.name!r}")
-        root_name = node.name
-        renames = [_redirect(graph, old, new) for old, new in zip(node.outputs, replacements)]
+            return None
+        with graph.recording() as added, graph.inserting_before(node):
+            replacements = list(rule.rewrite(found, graph))
+            if len(replacements) != len(node.outputs):
+                raise GraphError(f"rule {rule.name} gave {len(replacements)} values for the "
+                                 f"{len(node.outputs)} outputs of {node.op_type} node "
+                                 f"{node.name!r}")
+            root_name = node.name
+            renames = [_redirect(graph, old, new) for old, new in zip(node.outputs, replacements)]
+        fresh = {id(n) for n in added}
+        producers = [v.producer for n in found.nodes for v in n.inputs
+                     if v is not None and id(v.producer) not in fresh]
         remove_unused(graph, found.nodes)
-        _take_name(graph, [v for v in replacements if id(v.producer) not in existing], root_name)
+        _take_name(graph, [v for v in replacements if id(v.producer) in fresh], root_name)
         for value, name in renames:
-            if value is not None and not _value_named(graph, name):
+            if value is not None and not graph.has_value(name):
                 value.name = name
         stats.applied += 1
         stats.example = stats.example or found.describe()
-        return True
+        return _neighbourhood(graph, [*added, *(v.producer for v in replacements)], producers)
 
     def _refuse(self, rule: Rule, node: Node, reason: str) -> None:
-        """Count a refusal once per node and reason, however many rounds see it."""
+        """Count a refusal once per node and reason, however often it is seen."""
         key = (rule.name, id(node), reason)
         if key not in self._seen_refusals:
             self._seen_refusals.add(key)
             self.stats[rule.name].refused[reason] += 1
+
+
+def _neighbourhood(graph: Graph, changed: Sequence[Node], producers: Sequence[Node]) -> list[Node]:
+    """``changed`` nodes still in the graph with every node that reads one of them, and the
+    ``producers`` still there (a shared constant's other readers are not revisited)."""
+    found: dict[int, Node] = {}
+    for node in changed:
+        if node.graph is not graph:
+            continue
+        found.setdefault(id(node), node)
+        for user in node.successors():
+            found.setdefault(id(user), user)
+    for node in producers:
+        if node.graph is graph:
+            found.setdefault(id(node), node)
+    return list(found.values())
 
 
 def _redirect(graph: Graph, old: Value, new: Value) -> tuple[Optional[Value], str]:
@@ -256,15 +295,11 @@ def _redirect(graph: Graph, old: Value, new: Value) -> tuple[Optional[Value], st
     return (new if keep and not owned else None), old.name
 
 
-def _value_named(graph: Graph, name: str) -> bool:
-    return any(v.name == name for n in graph.nodes for v in n.outputs)
-
-
 def _take_name(graph: Graph, values: Sequence[Value], name: str) -> None:
     """The replacement's producer takes the replaced root's name when it is free again."""
     if not values:
         return
     producer = values[0].producer
     if producer.graph is graph and producer.op_type not in ("Data", "Const") and \
-            not any(n.name == name for n in graph.nodes):
+            not graph.has_node(name):
         graph.rename_node(producer, name)

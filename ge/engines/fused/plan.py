@@ -7,12 +7,12 @@ computes its operands. Times make this exact: loop stage ``k`` runs at time
 ``2k + 1``, calls at even times, inputs and constants are there at time 0.
 
 A loop value is *materialized* (written to an array the size of the output)
-only when a call reads it, or when it is the op's output; any other loop value
-a stage needs is recomputed there from arrays (op inputs, call results,
-materialized values): arithmetic is cheap, and a write and a read of a
-temporary are not. A call on inputs alone (``tanh`` of a bias) runs on the
-input's own shape; a call on a materialized value runs at the output's size, in
-place when nothing else reads its operand.
+only when a call or a later stage reads it, or when it is the op's output; the
+other loop values live only inside their stage's loop. (Recomputing a value in
+each later stage that needs it instead would redo whole chains: a chain of k
+transcendental steps would cost k^2 loop work.) A call on inputs alone (``tanh``
+of a bias) runs on the input's own shape; a call on a materialized value runs at
+the output's size, in place when nothing else reads its operand.
 """
 
 from __future__ import annotations
@@ -95,14 +95,15 @@ def _readers(program: Program, live: set[int]) -> dict[int, list[int]]:
     return readers
 
 
-def _materialized(program: Program, live: set[int]) -> set[int]:
-    """The loop values written to arrays: those a call reads, and the op's output."""
+def _materialized(program: Program, live: set[int], times: dict[int, int],
+                  readers: dict[int, list[int]]) -> set[int]:
+    """The loop values written to arrays: those a call or a later stage reads, and the
+    op's output."""
     found = {program.result} if program.instructions[program.result].kind == "loop" else set()
     for index in live:
-        instruction = program.instructions[index]
-        if instruction.kind == "call":
-            found.update(o for o in instruction.operands
-                         if program.instructions[o].kind == "loop")
+        if program.instructions[index].kind == "loop" and \
+                any(times[reader] != times[index] for reader in readers[index]):
+            found.add(index)
     return found
 
 
@@ -133,19 +134,25 @@ def stage(program: Program) -> Plan:
     live = _live(program)
     times = _times(program, live)
     readers = _readers(program, live)
-    materialized = _materialized(program, live)
+    materialized = _materialized(program, live, times, readers)
+    roots_at: dict[int, list[int]] = {}
+    for index in sorted(materialized):
+        roots_at.setdefault(times[index], []).append(index)
+    calls_at: dict[int, list[int]] = {}
+    for index in sorted(live):
+        if program.instructions[index].kind == "call":
+            calls_at.setdefault(times[index], []).append(index)
     actions: list[Action] = []
+    earlier: set[int] = set()  # materialized values of earlier stages (arrays by then)
     for time in range(max(times.values(), default=0) + 1):
         if time % 2:
-            roots = sorted(i for i in materialized if times[i] == time)
+            roots = roots_at.get(time, [])
             if roots:
-                earlier = {i for i in materialized if times[i] < time}
                 actions.append(Action(stage=_loop_stage(program, roots, earlier)))
+                earlier.update(roots)
             continue
-        for index in sorted(live):
-            if program.instructions[index].kind == "call" and times[index] == time:
-                actions.append(Action(call=index,
-                                      in_place=_in_place(program, index, readers)))
+        for index in calls_at.get(time, []):
+            actions.append(Action(call=index, in_place=_in_place(program, index, readers)))
     return Plan(program, actions, live)
 
 
