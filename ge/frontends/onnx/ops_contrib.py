@@ -5,7 +5,9 @@ float op followed by their activation; the GELU family, the skip and simplified
 layer normalizations and the contrib ``BiasAdd`` are short elementwise and
 reduction chains; ``EmbedLayerNormalization`` is gathers, a sum and ONNX's
 LayerNormalization. ``Attention`` and ``MultiHeadAttention`` are in
-``ops_contrib_attention.py``; the quantized contrib ops are in ``ops_quant.py``.
+``ops_contrib_attention.py`` (with ``RotaryEmbedding``, ``GroupQueryAttention`` and
+``DecoderMaskedMultiHeadAttention``);
+the quantized contrib ops are in ``ops_quant.py`` and ``ops_contrib_quant.py``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ge.frontends.onnx import ops_contrib_attention  # noqa: F401 - registers translators
+from ge.frontends.onnx import (  # noqa: F401 - each registers translators
+    ops_contrib_attention,
+    ops_contrib_quant,
+)
 from ge.frontends.onnx.context import NodeContext, translator
 from ge.frontends.onnx.ops_quant import delegate
 from ge.ir import DataType, Value

@@ -25,7 +25,7 @@ from ge.frontends.onnx.context import NodeContext, find_translator, translator
 from ge.frontends.onnx.dtypes import from_onnx_dtype
 from ge.ir import DataType, Value
 
-__all__ = ["widen", "requantize", "dequantized", "quantized", "delegate"]
+__all__ = ["widen", "requantize", "dequantized", "quantized", "delegate", "unpack_bits"]
 
 Outputs = Sequence[Optional[Value]]
 _MS = "com.microsoft"
@@ -319,7 +319,7 @@ def qgemm(ctx: NodeContext) -> Outputs:
 
 # -- MatMulNBits: block-quantized weights of 2, 4 or 8 bits -----------------------------
 
-def _unpack(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
+def unpack_bits(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
     """The ``bits``-wide unsigned fields of each byte row (lowest bits first), ``count``
     per row."""
     per_byte = 8 // bits
@@ -336,11 +336,11 @@ def nbits_weights(ctx: NodeContext, packed: np.ndarray, scales: np.ndarray,
     if bits not in (2, 4, 8):
         raise ctx.unsupported(f"bits={bits} is not supported (2, 4 and 8 are)")
     blocks = -(-k // block)
-    codes = _unpack(packed.reshape(n, blocks, -1), bits, block).astype(np.float32)
+    codes = unpack_bits(packed.reshape(n, blocks, -1), bits, block).astype(np.float32)
     if zero_points is None:
         zero = np.float32(1 << (bits - 1))
     elif zero_points.dtype == np.uint8:
-        zero = _unpack(zero_points.reshape(n, -1), bits, blocks).astype(np.float32)[..., None]
+        zero = unpack_bits(zero_points.reshape(n, -1), bits, blocks).astype(np.float32)[..., None]
     else:
         zero = zero_points.astype(np.float32).reshape(n, blocks, 1)
     values = (codes - zero) * scales.astype(np.float32).reshape(n, blocks, 1)
