@@ -13,13 +13,15 @@ values, so one session may serve several threads.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 import numpy as np
 
-from ge.compiler import Executable, IOSpec
+from ge.compiler import Executable, IOSpec, compile
 from ge.compiler.loader import Program, load
+from ge.compiler.specialize import broken_names, split_dimension_names
 from ge.errors import ExecutionError, GEError, GERuntimeError, InputError
 from ge.ir import Node, TensorDesc
 from ge.ir.tensor import format_shape
@@ -36,6 +38,10 @@ class Session:
                                  f"got {type(executable).__name__}")
         self._executable = executable
         self._program: Optional[Program] = load(executable)
+        # plans for feeds that break the dimension names a model file declared (see
+        # ge.compiler.specialize): broken names -> session, the most recent last
+        self._specialized: dict[frozenset[str], Session] = {}
+        self._lock = threading.Lock()
 
     # -- description ------------------------------------------------------------------
     @property
@@ -66,7 +72,13 @@ class Session:
             raise InputError(f"Session.run expects a dict of input name to array, "
                              f"got {type(feed).__name__}")
         on_device = any(_is_device_buffer(v) for v in feed.values())
-        arrays = _FeedChecker(self._executable.inputs).check(feed)
+        try:
+            arrays = _FeedChecker(self._executable.inputs).check(feed)
+        except _BrokenName:
+            specialized = self._specialized_for(feed)
+            if specialized is None:
+                raise
+            return specialized.run(feed)
         values = list(program.template)
         for spec in self._executable.inputs:
             values[spec.slot] = arrays[spec.name]
@@ -86,9 +98,41 @@ class Session:
             return np.array(array, copy=True)
         return array
 
+    def _specialized_for(self, feed: Mapping[str, Any]) -> Optional[Session]:
+        """The session for a feed that gives one dimension name different sizes, or None
+        where the names are a promise (a graph built with GE's API)."""
+        if self._executable.source is None:
+            return None
+        shapes = {name: np.shape(value) for name, value in feed.items()
+                  if not _is_device_buffer(value)}
+        declared = [(spec.name, spec.desc.shape) for spec in self._executable.inputs]
+        key = broken_names(declared, shapes)
+        if not key:
+            return None
+        with self._lock:
+            session = self._specialized.pop(key, None)
+            if session is None:
+                source = self._executable.source
+                assert source is not None
+                graph = split_dimension_names(source, key)
+                options = self._executable.options
+                session = Session(compile(graph, opt_level=options.get("opt_level", 3),
+                                          engines=options.get("engines"),
+                                          verify=options.get("verify", False)))
+            self._specialized[key] = session
+            while len(self._specialized) > MAX_SPECIALIZED:
+                del self._specialized[next(iter(self._specialized))]
+        return session
+
+    @property
+    def specialized(self) -> list[frozenset[str]]:
+        """The broken dimension names this session keeps a plan for, oldest first."""
+        return list(self._specialized)
+
     def finalize(self) -> None:
         """Release the session's resources; it cannot run afterwards."""
         self._program = None
+        self._specialized.clear()
 
     def __enter__(self) -> Session:
         return self
@@ -123,8 +167,23 @@ def _is_device_buffer(value: Any) -> bool:
             and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value))
 
 
+#: plans kept per session for feeds that break the model's dimension names
+MAX_SPECIALIZED = 4
+
+
+class _BrokenName(InputError):
+    """A feed gives one dimension name two sizes."""
+
+
 class _FeedChecker:
-    """Turns a feed into arrays, checking names, dtypes and shapes against the inputs."""
+    """Turns a feed into arrays, checking names, dtypes and shapes against the inputs.
+
+    A concrete dimension must match. A named dimension takes its size from the first
+    input that has it, and every other place it appears must agree: in a GE graph a
+    name means "equal", and passes rely on it. Where the names are only a model file's
+    hints (ONNX's ``dim_param``, which onnxruntime does not enforce), the session runs
+    a feed that breaks them on a plan compiled with those dimensions apart.
+    """
 
     def __init__(self, inputs: list[IOSpec]) -> None:
         self.inputs = inputs
@@ -173,7 +232,7 @@ class _FeedChecker:
             if isinstance(want, str):
                 bound = self.bound.setdefault(want, got)
                 if bound != got:
-                    raise InputError(f"input {spec.name!r} dimension {axis} ({want!r}) is {got}, "
+                    raise _BrokenName(f"input {spec.name!r} dimension {axis} ({want!r}) is {got}, "
                                      f"but another input bound {want!r} to {bound}")
             elif want >= 0 and got != want:
                 raise InputError(f"input {spec.name!r} has shape {list(array.shape)}; expected "

@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from typing import Optional
 
 from ge.compiler.executable import Executable, IOSpec, Step
+from ge.compiler.specialize import shared_dimension_names
 from ge.engines import Engine, get_engine
 from ge.errors import CompileError, GraphError, UnsupportedOpError
-from ge.ir import Graph, Node, Value
+from ge.ir import Graph, Node, Value, collector_paused
 from ge.ops.registry import has_op
 from ge.passes import PassManager, passes_for_level
 
@@ -40,6 +41,12 @@ def compile(graph: Graph, *, opt_level: int = DEFAULT_OPT_LEVEL,  # noqa: A001
     """
     if not isinstance(graph, Graph):
         raise CompileError(f"ge.compile expects a ge.Graph, got {type(graph).__name__}")
+    with collector_paused():
+        return _compile(graph, opt_level, engines, verify)
+
+
+def _compile(graph: Graph, opt_level: int, engines: Optional[Sequence[str]],
+             verify: bool) -> Executable:
     started = time.perf_counter()
     _check_known_ops(graph)
     graph.validate()
@@ -53,6 +60,9 @@ def compile(graph: Graph, *, opt_level: int = DEFAULT_OPT_LEVEL,  # noqa: A001
     chosen = _engine_list(engines)
     assignment = _assign_engines(order, chosen)
     executable = _plan(working, order, assignment)
+    executable.options = {"opt_level": opt_level, "engines": engines, "verify": verify}
+    if shared_dimension_names(graph):
+        executable.source = graph.clone()
     executable.report = {
         "graph": graph.name,
         "opt_level": opt_level,

@@ -10,7 +10,7 @@ name when it loads the executable.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 from ge.ir import Graph, TensorDesc
 
@@ -49,6 +49,11 @@ class Executable:
     constants: dict[int, str]  # slot -> name of the Const node holding its value
     num_slots: int
     report: dict[str, Any] = field(default_factory=dict)
+    #: what ``ge.compile`` was given: the level and engines, and, for a graph whose input
+    #: dimension names are hints shared by several inputs, the graph before optimization
+    #: (a session compiles it again with those dimensions apart when a feed breaks them)
+    options: dict[str, Any] = field(default_factory=dict)
+    source: Optional[Graph] = None
 
     @property
     def input_names(self) -> list[str]:

@@ -18,7 +18,6 @@ from typing import Optional
 
 import numpy as np
 
-import ge.ops.fused_matmul  # noqa: F401 - registers MatMulBiasAdd
 from ge.ir import Graph, Tensor, Value
 from ge.ir import Node as IRNode
 from ge.ir.tensor import Dim, is_static_dim
@@ -451,6 +450,11 @@ def _check_mask(match: Match) -> Optional[str]:
         return f"the mask {list(mask.shape)} is not known to span the key axis"
     if scores.rank != 4:
         return "the mask broadcasts the scores to a higher rank"
+    query = match.value("q")
+    for axis, dim in enumerate(mask.shape[:-1], start=4 - mask.rank):
+        if dim != 1 and not _same_dim(dim, query.shape[axis]):
+            return (f"mask dimension {axis} ({dim!r}) is not known to be 1 or Q's "
+                    f"({query.shape[axis]!r}): it could enlarge the scores")
     return None
 
 

@@ -51,3 +51,20 @@ def test_the_batch_dimension_stays_dynamic(exported, name):
     for value in graph.outputs:  # inferred, or the model's name for it where inference can't
         assert value.shape[0] == "batch", (value.name, value.shape)
         assert all(isinstance(d, int) and d > 0 for d in value.shape[1:]), value.shape
+
+
+def test_bert_with_one_mask_for_a_batch_of_inputs_runs_as_onnxruntime_does(exported, sessions):
+    # input_ids and attention_mask both declare "batch"; onnxruntime also runs a mask of
+    # batch 1 against 3 sequences, or 3 masks against one sequence (broadcasting)
+    _, path = exported("bert", False)
+    session = sessions("bert")
+    for ids_batch, mask_batch in [(3, 1), (1, 3)]:
+        feeds = zoo.example_feeds("bert", batch=ids_batch, seed=7)
+        feeds["attention_mask"] = zoo.example_feeds("bert", batch=mask_batch,
+                                                    seed=8)["attention_mask"]
+        expected = zoo.run_onnxruntime(path, feeds)
+        outputs = session.run(feeds)
+        for got, want in zip(outputs.values(), expected):
+            assert got.shape == want.shape
+            assert rel_err(got, want) <= REL_TOL, (ids_batch, mask_batch, rel_err(got, want))
+    assert session.specialized == [frozenset({"batch"})]

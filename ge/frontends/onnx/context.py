@@ -82,6 +82,7 @@ class Scope:
         self.captures: list[tuple[Value, Value]] = []  # (outer value, inner Data value)
         # value names in use: the model's own, and those given to values GE adds
         self.reserved: set[str] = reserved if reserved is not None else set()
+        self._suffixes: dict[str, int] = {}  # base name -> the last suffix tried
 
     def define(self, name: str, value: Value) -> None:
         """Bind ONNX value ``name`` to ``value``."""
@@ -110,10 +111,11 @@ class Scope:
 
     def fresh_value_name(self, base: str) -> str:
         """A value name that neither the model nor GE uses yet; it is then taken."""
-        name, count = base, 0
+        name, count = base, self._suffixes.get(base, 0)
         while name in self.reserved:
             count += 1
             name = f"{base}_{count}"
+        self._suffixes[base] = count
         self.reserved.add(name)
         return name
 

@@ -26,12 +26,13 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from ge.errors import GEError
 from ge.frontends.onnx.context import NodeContext, Scope, translator
 from ge.frontends.onnx.dtypes import to_onnx_dtype
 from ge.ir import DataType, Graph, Node, Tensor, TensorDesc, Value
 from ge.ops import create_node, get_schema
 from ge.ops.control_flow import merge_descs, scan_element_shape
-from ge.ops.registry import Trait, const_value
+from ge.ops.registry import Trait, const_value, run_kernel
 
 __all__ = ["prepared_subgraph", "fold_constant"]
 
@@ -196,11 +197,10 @@ class _Folder:
         if any(a is None and v is not None for a, v in zip(args, node.inputs)):
             return None
         try:
-            result = get_schema(node.op_type).kernel(*args, **node.attrs)
-        except Exception:  # noqa: BLE001 - a fold that fails is simply not done
+            results = run_kernel(get_schema(node.op_type), node.name, args, node.attrs)
+        except GEError:  # not folded here; the run names the node when it fails there
             return None
-        results = result if isinstance(result, tuple) else (result,)
-        array = np.asarray(results[value.index])
+        array = results[value.index]
         return array if array.size <= _FOLD_ELEMENT_BUDGET else None
 
     def _argument(self, node: Node, value: Value) -> Optional[np.ndarray]:

@@ -5,7 +5,9 @@ Convolutions, pools and batch normalization become the seed's ``Conv2D``,
 holds them); 1-D windows run as 2-D ones with a unit height, 3-D ones as ``Conv3D``,
 ``MaxPool3D`` and ``AvgPool3D`` in NCDHW; a MaxPool whose Indices are used becomes
 ``MaxPoolWithArgmax``; training-mode BatchNormalization and Dropout become
-``BatchNormalizationTraining`` and the random ``Dropout``. Attributes that older
+``BatchNormalizationTraining`` and the random ``Dropout``; opsets 7 and 8's
+``BatchNormalization(spatial=0)`` (statistics per activation) becomes elementwise
+arithmetic. Attributes that older
 opsets carried and newer ones take as inputs (axes, pads, split sizes, clip bounds)
 become constant inputs.
 """
@@ -190,9 +192,23 @@ def batch_normalization(ctx: NodeContext) -> Outputs:
         return ctx.op("BatchNormalizationTraining", ctx.inputs[:5], attrs).outputs
     x = ctx.input(0)
     assert x is not None
+    scale = ctx.input(1)
+    if ctx.opset < 9 and ctx.attr("spatial", 1) == 0 and scale is not None and scale.rank > 1:
+        return [_per_activation_batch_norm(ctx, x)]
     layout = Format.NCHW if len(x.shape) > 2 else Format.ND
     return ctx.op("FusedBatchNorm", ctx.inputs[:5],
                   {"epsilon": ctx.attr("epsilon", 1e-5), "data_format": layout}).outputs
+
+
+def _per_activation_batch_norm(ctx: NodeContext, x: Value) -> Value:
+    """Opsets 7 and 8 with ``spatial=0``: scale, B, mean and var hold one value per
+    activation (shape ``[C, D1, ...]``), broadcast over the batch axis."""
+    scale, bias, mean, variance = (ctx.input(i) for i in range(1, 5))
+    epsilon = ctx.const(np.asarray(ctx.attr("epsilon", 1e-5), x.dtype.np_dtype))
+    deviation = ctx.value("Sqrt", [ctx.value("Add", [variance, epsilon])])
+    factor = ctx.value("Div", [scale, deviation])
+    shifted = ctx.value("Sub", [bias, ctx.value("Mul", [mean, factor])])
+    return ctx.value("Add", [ctx.value("Mul", [x, factor]), shifted])
 
 
 @translator("Dropout")

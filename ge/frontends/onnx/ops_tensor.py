@@ -20,12 +20,13 @@ from typing import Optional
 
 import numpy as np
 
+from ge.errors import GEError
 from ge.frontends.onnx.context import NodeContext, direct_translation, translator
 from ge.frontends.onnx.dtypes import from_onnx_dtype
 from ge.ir import Graph, Value
 from ge.ir.tensor import is_static, num_elements
 from ge.ops import Trait, get_schema
-from ge.ops.registry import const_value
+from ge.ops.registry import const_value, run_kernel
 
 __all__ = ["known_value"]
 
@@ -60,8 +61,8 @@ def known_value(value: Optional[Value], depth: int = _EVALUATION_DEPTH) -> Optio
     if arguments is None:
         return None
     try:
-        result = np.asarray(schema.kernel(*arguments, **node.attrs))
-    except Exception:  # noqa: BLE001 - left to run time, where errors name the node
+        result = run_kernel(schema, node.name, arguments, node.attrs)[0]
+    except GEError:  # left to run time, where errors name the node
         return None
     return result if result.dtype == value.dtype.np_dtype else None
 

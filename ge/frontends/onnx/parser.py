@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -34,7 +35,8 @@ from ge.frontends.onnx import (  # noqa: F401 - each module registers translator
 )
 from ge.frontends.onnx.context import NodeContext, Scope, find_translator
 from ge.frontends.onnx.dtypes import from_onnx_dtype
-from ge.ir import Graph, Tensor, Value
+from ge.frontends.onnx.legacy import prepare_legacy
+from ge.ir import DIMENSION_NAMES_ARE_HINTS, Graph, Tensor, Value, collector_paused
 from ge.ir.tensor import Dim
 from ge.ops import create_node
 
@@ -75,14 +77,15 @@ def _opsets(proto: onnx.ModelProto) -> dict[str, int]:
 
 
 def _upgrade(proto: onnx.ModelProto) -> onnx.ModelProto:
-    """Models older than opset 7 are brought to opset 7 by ONNX's version converter."""
+    """Models older than opset 7 are brought to opset 7 by ONNX's version converter;
+    ``legacy.prepare_legacy`` first takes away the nodes it would get wrong."""
     version = _opsets(proto).get("", MIN_OPSET)
     if version >= MIN_OPSET:
         return proto
     try:
         from onnx import version_converter
 
-        return version_converter.convert_version(proto, MIN_OPSET)
+        return version_converter.convert_version(prepare_legacy(proto), MIN_OPSET)
     except Exception as error:  # noqa: BLE001 - the converter raises many kinds
         raise UnsupportedOpError(f"the model uses opset {version}; GE reads opset {MIN_OPSET} and "
                                  f"newer, and ONNX's version converter failed: {error}") from error
@@ -127,8 +130,12 @@ def parse_onnx(model: ModelSource, *, name: Optional[str] = None) -> Graph:
     reserved = _value_names(proto.graph)
     scope = Scope(graph, reserved=reserved)
     builder = _GraphBuilder(_opsets(proto))
-    builder.build(scope, proto.graph, "graph")
+    with collector_paused():
+        builder.build(scope, proto.graph, "graph")
     graph.metadata["onnx_opset"] = _opsets(proto).get("", 0)
+    # a dim_param says which sizes an exporter expected equal; onnxruntime does not enforce
+    # it, so a run whose feeds disagree gets a plan of its own (see ge.compiler.specialize)
+    graph.metadata[DIMENSION_NAMES_ARE_HINTS] = True
     graph.metadata["onnx_producer"] = proto.producer_name
     return graph
 
@@ -140,12 +147,17 @@ def _value_names(graph: onnx.GraphProto) -> set[str]:
     return names
 
 
+# dim_param texts that name no dimension: exporters write them for "unknown".
+_PLACEHOLDER_DIM_PARAMS = frozenset({"?", "-1", "None", "none", "unk", "unknown", "dynamic"})
+
+
 def _dims(shape_proto: onnx.TensorShapeProto) -> list[Dim]:
     dims: list[Dim] = []
     for dim in shape_proto.dim:
-        if dim.HasField("dim_value"):
+        if dim.HasField("dim_value") and dim.dim_value >= 0:
             dims.append(int(dim.dim_value))
-        elif dim.HasField("dim_param") and dim.dim_param:
+        elif dim.HasField("dim_param") and dim.dim_param.strip() and \
+                dim.dim_param.strip() not in _PLACEHOLDER_DIM_PARAMS:
             dims.append(dim.dim_param)
         else:
             dims.append(-1)
@@ -173,16 +185,22 @@ def _declared_dims(graph: onnx.GraphProto) -> dict[str, list[Dim]]:
     return declared
 
 
-def _adopt_declared_names(value: Value, declared: Optional[list[Dim]]) -> None:
+def _adopt_declared_names(value: Value, declared: Optional[list[Dim]],
+                          reserved: Collection[str] = ()) -> None:
     """Where GE's inference left a dimension unknown and the model names it, keep the name.
 
     Known sizes are never taken from declarations: exporters get those wrong, and GE
-    trusts its own inference. A symbolic name only says which dimensions are equal.
+    trusts its own inference. A symbolic name only says which dimensions are equal. On
+    the output of an op holding subgraphs (``If``, ``Loop``, ``Scan``) a name of an
+    input's dimension (``reserved``) is not taken: inference left the dimension unknown
+    because the branches or iterations disagree, and the declaration is no proof.
     """
     if declared is None or len(declared) != len(value.shape):
         return
-    value.shape = tuple(name if d == -1 and isinstance(name, str) else d
-                        for d, name in zip(value.shape, declared))
+    if not any(isinstance(attr, Graph) for attr in value.producer.attrs.values()):
+        reserved = ()
+    value.shape = tuple(name if d == -1 and isinstance(name, str) and name not in reserved
+                        else d for d, name in zip(value.shape, declared))
 
 
 class _GraphBuilder:
@@ -191,6 +209,7 @@ class _GraphBuilder:
     def __init__(self, opsets: dict[str, int]) -> None:
         self.opsets = opsets
         self._declared: dict[str, list[Dim]] = {}
+        self._input_names: set[str] = set()  # the symbols the model's inputs declare
 
     def build(self, scope: Scope, proto: onnx.GraphProto, where: str) -> Graph:
         outer, self._declared = self._declared, _declared_dims(proto)
@@ -209,8 +228,11 @@ class _GraphBuilder:
 
     def _add_initializers(self, scope: Scope, proto: onnx.GraphProto, where: str) -> None:
         for tensor in proto.initializer:
-            array = tensor_array(tensor, f"{where} initializer {tensor.name!r}")
-            node = create_node("Const", [], {"value": Tensor(array)}, tensor.name, scope.graph)
+            array = np.require(tensor_array(tensor, f"{where} initializer {tensor.name!r}"),
+                               requirements="C")
+            array.setflags(write=False)  # the array is new: the tensor takes it, no copy
+            node = create_node("Const", [], {"value": Tensor.wrap(array)}, tensor.name,
+                               scope.graph)
             node.outputs[0].name = tensor.name
             scope.define(tensor.name, node.outputs[0])
 
@@ -227,8 +249,11 @@ class _GraphBuilder:
             if not tensor_type.HasField("shape"):
                 raise UnsupportedOpError(f"{where} input {info.name!r} has no shape (unknown "
                                          f"rank); GE needs at least the rank of every input")
-            node = create_node("Data", [], {"shape": _dims(tensor_type.shape), "dtype": dtype},
-                               info.name, scope.graph)
+            dims = _dims(tensor_type.shape)
+            if scope.parent is None:
+                self._input_names.update(d for d in dims if isinstance(d, str))
+            node = create_node("Data", [], {"shape": dims, "dtype": dtype}, info.name,
+                               scope.graph)
             node.outputs[0].name = info.name
             scope.define(info.name, node.outputs[0])
 
@@ -258,9 +283,9 @@ class _GraphBuilder:
         assert translate is not None  # check_supported ran first
         ctx = NodeContext(scope, node, opset, inputs, self._attributes(node, where), label,
                           self.build_subgraph)
-        before = set(map(id, scope.graph.nodes))
         try:
-            outputs = list(translate(ctx))
+            with scope.graph.recording() as added:
+                outputs = list(translate(ctx))
         except (UnsupportedOpError, ModelFormatError):
             raise
         except GEError as error:
@@ -273,11 +298,11 @@ class _GraphBuilder:
                 raise ctx.unsupported(f"output {index} ({name!r}) is not produced by GE's "
                                       f"translation")
             value = self._named(scope, value, name)
-            _adopt_declared_names(value, self._declared.get(name))
+            _adopt_declared_names(value, self._declared.get(name), self._input_names)
             scope.define(name, value)
-        for added in scope.graph.nodes:  # values GE added inside the translation
-            if id(added) not in before:
-                for value in added.outputs:
+        for node_added in added:  # values GE added inside the translation
+            if node_added.graph is scope.graph:
+                for value in node_added.outputs:
                     if not value.has_explicit_name:
                         value.name = scope.fresh_value_name(value.name)
 
