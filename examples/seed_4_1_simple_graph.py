@@ -1,6 +1,7 @@
 """The seed article's section 4.1 program: a simple graph, y = relu(a * b + c).
 
-Verbatim from the article except for the fixes marked FIX below.
+Verbatim from the article except for the fix marked FIX below; docs/seed-api.md
+lists the article's bugs (B1, ...) and GE's decisions (D1, ...).
 """
 
 import numpy as np
@@ -76,8 +77,8 @@ class SimpleGraphBuilder:
     def build(self):
         """构建计算图"""
         # 设置图输出
-        # FIX (SEED_API B1): the article made every op an output; the intent is y = relu(...),
-        # the last op added.
+        # FIX (docs/seed-api.md, B1): the article made every op an output; the intent is
+        # y = relu(...), the last op added.
         self.graph.set_outputs([list(self.ops.values())[-1]])
 
         # 验证图

@@ -1,8 +1,8 @@
 """The seed article's section 4.2 program: a small CNN built op by op (NHWC, HWIO filters).
 
 Verbatim from the article except for the fix marked FIX below. The article passes a
-Python list as Reshape's shape (SEED_API B3); GE turns it into an int64 Const, so that
-line is unchanged.
+Python list as Reshape's shape; GE turns it into an int64 Const (docs/seed-api.md, D4),
+so that line is unchanged.
 """
 
 import numpy as np
@@ -128,8 +128,9 @@ class CNNGraphBuilder:
     def add_dense(self, name, input, units, activation=None):
         """添加全连接层"""
         input_shape = input.shape
-        # FIX (SEED_API B4): flatten_size was assigned only inside the `if`, so the second
-        # dense layer (2-D input) raised UnboundLocalError; it is now computed for every input.
+        # FIX (docs/seed-api.md, B2): flatten_size was assigned only inside the `if`, so the
+        # second dense layer (2-D input) raised UnboundLocalError; it is now computed for
+        # every input.
         flatten_size = int(np.prod(input_shape[1:]))
         if len(input_shape) > 2:
             # 展平输入

@@ -1,8 +1,10 @@
 """The seed article's section 5.1 program: operator fusion and other graph optimizations.
 
-Verbatim from the article except for the fixes marked FIX below. ``GraphOptimizer``
-uses ``ge.graphpass`` (``gp``): every ``run(graph)`` returns a new graph and leaves
-its argument untouched (SEED_API B10), so the summary's "Reduction" is real.
+Verbatim from the article except for the lines marked FIX and CHANGE below (numbers
+refer to docs/seed-api.md). ``GraphOptimizer`` uses ``ge.graphpass`` (``gp``): every
+``run(graph)`` returns a new graph and leaves its argument untouched (D10), so the
+summary's "Reduction" is real. ``gp.MemoryPass`` only records its two switches on the
+graph: GE has no memory planner that reads them (D12), so that step changes nothing.
 
 Run as a script it optimizes two graphs built with the seed's API:
 
@@ -49,8 +51,8 @@ class GraphOptimizer:
         )
 
         # 执行优化
-        # FIX (SEED_API B9): the result was returned but never kept, so every later step ran
-        # on the original graph; each method now stores its result in self.graph.
+        # FIX (docs/seed-api.md, B3): the result was returned but never kept, so every later
+        # step ran on the original graph; each method now stores its result in self.graph.
         self.graph = fusion_pass.run(self.graph)
 
         print("Applied Conv+BN+ReLU fusion")
@@ -73,7 +75,7 @@ class GraphOptimizer:
             name="matmul_biasadd_fusion"
         )
 
-        # FIX (SEED_API B9): keep the result in self.graph.
+        # FIX (docs/seed-api.md, B3): keep the result in self.graph.
         self.graph = fusion_pass.run(self.graph)
 
         print("Applied MatMul+BiasAdd fusion")
@@ -86,7 +88,7 @@ class GraphOptimizer:
         # 查找常量表达式并预计算
         optimization_pass.add_pass(gp.ConstantFoldingPass())
 
-        # FIX (SEED_API B9): keep the result in self.graph.
+        # FIX (docs/seed-api.md, B3): keep the result in self.graph.
         self.graph = optimization_pass.run(self.graph)
 
         print("Applied constant folding optimization")
@@ -99,7 +101,7 @@ class GraphOptimizer:
         # 移除未使用的节点
         optimization_pass.add_pass(gp.DeadCodeEliminationPass())
 
-        # FIX (SEED_API B9): keep the result in self.graph.
+        # FIX (docs/seed-api.md, B3): keep the result in self.graph.
         self.graph = optimization_pass.run(self.graph)
 
         print("Applied dead code elimination")
@@ -115,11 +117,13 @@ class GraphOptimizer:
         # 启用in-place优化
         memory_pass.enable_inplace(True)
 
-        # FIX (SEED_API B9, B12): keep the result in self.graph; the settings are recorded in
-        # its metadata["memory"] for ge.compile.
+        # FIX (docs/seed-api.md, B3): keep the result in self.graph. The settings are only
+        # recorded in its metadata["memory"]; nothing in GE reads them (D12).
         self.graph = memory_pass.run(self.graph)
 
-        print("Applied memory optimization")
+        # CHANGE (docs/seed-api.md, D12): the article prints "Applied memory optimization",
+        # but no memory optimization is applied; the line says what happened.
+        print("Recorded memory options (reuse, in-place); GE does not apply them")
         return self.graph
 
     def run_all_optimizations(self):
@@ -172,8 +176,9 @@ def _const(graph, array):
 
 def _conv_bn_relu(graph, rng, name, x, cin, cout):
     """Conv2D (NCHW, OIHW filter, with bias) -> FusedBatchNorm -> Relu -> MaxPool, as section
-    7.1 converts nn.Conv2d / nn.BatchNorm2d / nn.ReLU / nn.MaxPool2d with the B38 layout fix
-    and the B40 bias fix (Conv2D's optional third input, so the fusion pattern still matches)."""
+    7.1 converts nn.Conv2d / nn.BatchNorm2d / nn.ReLU / nn.MaxPool2d with the layout fix
+    (docs/seed-api.md, B15) and the bias fix (B17: Conv2D's optional third input, so the
+    fusion pattern still matches)."""
     weight = _const(graph, rng.standard_normal((cout, cin, 3, 3)) * (2.0 / (9 * cin)) ** 0.5)
     bias = _const(graph, rng.standard_normal(cout) * 0.1)
     conv = graph.add_op(
@@ -259,7 +264,7 @@ def _section_4_2():
 
 def main():
     """Optimize the section 4.2 CNN and the section 7.1 SimpleCNN graph; print each summary."""
-    np.random.seed(0)  # the section 4.2 builder draws its weights from np.random (B8)
+    np.random.seed(0)  # the section 4.2 builder draws its weights from np.random, unseeded
     results = {}
     for title, graph in (("section 4.2 CNN", _section_4_2().build_cnn_model()),
                          ("section 7.1 SimpleCNN", build_simple_cnn_graph())):

@@ -1,8 +1,11 @@
 """The seed article's section 6.1 program: synchronous execution through the ACL runtime.
 
 Verbatim from the article except for the fix marked FIX below. Outputs come back as
-flat float32 arrays, as the article reads them (SEED_API B15); reshape them with
-``session.get_outputs()`` when the shape matters.
+flat float32 arrays, as the article reads them (docs/seed-api.md, D16); reshape them
+with the shapes ``session.get_outputs()`` gives when the shape matters.
+
+The "device" here is GE's CPU device: ``acl.rt.malloc`` memory is host memory behind
+checked integer pointers, and ``session.run`` computes on the host.
 """
 
 import numpy as np
@@ -57,7 +60,8 @@ class GraphExecutor:
 
             feed_dict[name] = (device_ptr, size)
 
-        # FIX (SEED_API B19): if run raised, the input buffers leaked; free them in `finally`.
+        # FIX (docs/seed-api.md, B4): if run raised, the input buffers leaked; free them in
+        # `finally`.
         try:
             # 执行图
             outputs = self.session.run(feed_dict)

@@ -12,12 +12,13 @@ The article (section 5.1) writes its optimizations with these names::
     optimization_pass.add_pass(gp.ConstantFoldingPass())
     optimized = optimization_pass.run(graph)
 
-Every ``run(graph)`` here is functional (SEED_API B10): it returns a new graph
-and leaves its argument untouched, so "original nodes - optimized nodes" is a
-real number. The work is done by ``ge.passes``: ``apply_pattern`` registers a
-rule (B11) that ``run`` applies with the one rewrite driver (``RewritePass``),
+Every ``run(graph)`` here is functional (docs/seed-api.md, D10): it returns a new
+graph and leaves its argument untouched, so "original nodes - optimized nodes" is
+a real number. The work is done by ``ge.passes``: ``apply_pattern`` registers a
+rule (D11) that ``run`` applies with the one rewrite driver (``RewritePass``),
 and ``OptimizationPass`` runs its passes with the ``PassManager`` (timing,
-validation after each pass, optional numerical verification).
+validation after each pass, optional numerical verification). ``MemoryPass``
+only records its settings on the graph; nothing in GE reads them (D12).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ __all__ = [
     "MEMORY_OPTIONS_KEY", "MemoryPass", "Node", "OptimizationPass", "Pattern",
 ]
 
-#: where ``MemoryPass`` records its settings in ``Graph.metadata`` for ``ge.compile``
+#: where ``MemoryPass`` records its settings in ``Graph.metadata`` (``ge.compile`` does not read it)
 MEMORY_OPTIONS_KEY = "memory"
 
 Builder = Callable[[Match, Graph], Sequence[Value]]
@@ -167,12 +168,14 @@ def _replacement_op_type(replacement: Union[Node, str]) -> str:
 
 
 class MemoryPass:
-    """The seed's memory options, recorded on the graph for ``ge.compile`` to honour.
+    """The seed's memory options, recorded on the graph and applied by nothing.
 
-    Memory reuse and in-place execution are decided when a graph is compiled
-    (SEED_API B12), so ``run`` changes no node: it returns a copy of the graph
-    whose ``metadata["memory"]`` is ``{"memory_reuse": bool, "inplace": bool}``.
-    Both default to True, the compiler's own default.
+    ``run`` changes no node: it returns a copy of the graph whose
+    ``metadata["memory"]`` is ``{"memory_reuse": bool, "inplace": bool}`` (both
+    True unless switched off). The memory planner that would use them is not
+    built: ``ge.compile`` does not read these settings, plans neither buffer reuse
+    nor in-place execution, and only frees each intermediate result after its
+    last reader (docs/seed-api.md, D12).
     """
 
     def __init__(self) -> None:
@@ -180,11 +183,11 @@ class MemoryPass:
         self.inplace = True
 
     def enable_memory_reuse(self, enabled: bool = True) -> None:
-        """Let buffers whose lifetimes do not overlap share memory."""
+        """Record whether buffers whose lifetimes do not overlap may share memory (not acted on)."""
         self.memory_reuse = bool(enabled)
 
     def enable_inplace(self, enabled: bool = True) -> None:
-        """Let ops with the in-place trait write into an input they are the last reader of."""
+        """Record whether an op may write into an input it last reads (not acted on)."""
         self.inplace = bool(enabled)
 
     def options(self) -> dict[str, bool]:

@@ -1,9 +1,11 @@
-"""The runtime: devices, device memory and copies, streams, events.
+"""The runtime: devices, device memory and copies, streams, events (all on the CPU).
 
 It knows nothing of graphs (it imports NumPy only). :mod:`ge.runtime.memory`
 holds the CPU device's heap, :mod:`ge.runtime.device` the devices and the
 process-wide registry, and :mod:`ge.runtime.acl` the seed's ACL-style facade
-(``import acl``), with ``acl.rt`` in :mod:`ge.runtime.acl_rt`.
+(``import acl``), with ``acl.rt`` in :mod:`ge.runtime.acl_rt`. The only device
+kind is the CPU, and streams and events are synchronous: work is done when it
+is issued.
 """
 
 from ge.runtime.device import (

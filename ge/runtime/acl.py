@@ -1,4 +1,4 @@
-"""The seed's ACL-style runtime module (``import acl``; SEED_API §6).
+"""The seed's ACL-style runtime module (``import acl``; docs/seed-api.md, section 2.4).
 
 ``acl.init()`` / ``acl.finalize()`` bracket a use of the runtime, and
 ``acl.rt`` (:mod:`ge.runtime.acl_rt`) holds devices, memory, copies, streams and
@@ -18,7 +18,7 @@ events. A §6.1-style program::
     acl.rt.reset_device(0)
     acl.finalize()
 
-Decisions (SEED_API "Decisions already taken", B20, B49):
+Decisions (docs/seed-api.md, D18, D19, D24):
 
 - ``init`` and ``finalize`` are reference-counted: every ``init`` needs one
   ``finalize``; ``init`` may be called again after the count went back to zero.

@@ -1,9 +1,9 @@
 """``acl.rt``: devices, device memory, copies, streams and events, ACL style.
 
-This is the namespace the seed's programs call as ``acl.rt.*`` (SEED_API §6),
-over :mod:`ge.runtime.device`. Its conventions:
+This is the namespace the seed's programs call as ``acl.rt.*`` (docs/seed-api.md,
+section 2.4), over :mod:`ge.runtime.device`. Its conventions:
 
-- Errors raise ``ge.errors`` exceptions (SEED_API B49); the ``ret`` values the
+- Errors raise ``ge.errors`` exceptions (D24); the ``ret`` values the
   ACL forms return are always ``0`` (``acl.SUCCESS``).
 - ``malloc(size)`` returns ``(ptr, ret)``, as the article unpacks it;
   ``create_stream``/``create_event`` return the handle alone, as the article uses
@@ -16,9 +16,10 @@ over :mod:`ge.runtime.device`. Its conventions:
   the device's buffers are freed (with a ``RuntimeWarning`` if any were still
   live) only when the last ``reset_device`` balances the ``set_device`` calls,
   so two executors on one device do not free each other's buffers.
-- Streams and events are synchronous for now: work is done when it is issued,
-  so ``synchronize_*`` return at once and ``memcpy_async`` may be given a
-  temporary host array (SEED_API B30). Handles are unique positive integers.
+- Streams and events are synchronous (D23): work is done when it is issued, on
+  the calling thread, so ``synchronize_*`` return at once and ``memcpy_async``
+  may be given a temporary host array. Nothing runs in the background, and work
+  on two streams does not overlap. Handles are unique positive integers.
 """
 
 from __future__ import annotations

@@ -12,14 +12,18 @@ ids ``0 .. MAX_CPU_DEVICES - 1`` (id 0 works on any host, as the seed's
 ``device_id=0`` needs). The *default kind* is the one a bare id means (the one
 ``acl.rt.set_device(id)`` selects); it is ``"cpu"``.
 
-Extension point for an accelerator: subclass :class:`Device` (``kind = "cuda"``),
-implement its methods over the device library, then call
-``register_device_kind("cuda", CudaDevice, count, make_default=True)`` when the
-library finds devices. Nothing else in GE names a device class.
+The CPU is the only kind GE has: there is no CUDA or NPU device, and every
+kernel runs on the host, on NumPy arrays. :func:`register_device_kind` is where
+another kind would plug in (subclass :class:`Device`, implement its memory and
+copy methods, register it). Such a kind would get ``acl.rt`` memory and copies;
+``ge.Session`` would still compute on the host, and it reads a device-buffer feed
+through :meth:`Device.array`, which a device whose memory the host cannot see
+does not have.
 
-The registry is process-wide and thread-safe: the current device set by
-:func:`set_device` holds for every thread (CPU streams run their work on worker
-threads, which must see the device their creator chose).
+``launch`` runs a kernel at once on the calling thread and ``synchronize``
+returns at once: GE starts no threads of its own here. The registry is
+process-wide and thread-safe, and the current device set by :func:`set_device`
+holds for every thread of the process, not per thread.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The seed's section 5.1 program (examples/seed_5_1_fusion.py): fusions through ge.graphpass
-give a real reduction, keep every step's result (B9), leave the input graph untouched (B10),
-record the memory options (B12), and keep the outputs."""
+give a real reduction, keep every step's result (B3), leave the input graph untouched (D10),
+record the memory options without applying them (D12), and keep the outputs. Bn and Dn are
+the entries of docs/seed-api.md."""
 
 from __future__ import annotations
 
@@ -41,13 +42,13 @@ def test_the_summaries_report_real_reductions(results):
         in summaries[1]
     for line in ("Applied Conv+BN+ReLU fusion", "Applied MatMul+BiasAdd fusion",
                  "Applied constant folding optimization", "Applied dead code elimination",
-                 "Applied memory optimization"):
+                 "Recorded memory options (reuse, in-place); GE does not apply them"):
         assert printed.count(line) == 2
 
 
 def test_section_4_2_cnn_fuses_both_dense_layers(results):
     original, optimized = results[0]["section 4.2 CNN"]
-    assert ops(original)["BiasAdd"] == 2 and ops(original)["MatMul"] == 2  # untouched (B10)
+    assert ops(original)["BiasAdd"] == 2 and ops(original)["MatMul"] == 2  # untouched (D10)
     after = ops(optimized)
     assert after["MatMulBiasAdd"] == 2 and not after["MatMul"] and not after["BiasAdd"]
     assert after["Conv2D"] == 3 and after["Relu"] == 4  # no BatchNorm: nothing to fuse there
@@ -62,12 +63,12 @@ def test_section_7_1_cnn_fuses_conv_bn_relu_and_the_classifier(results):
     original, optimized = results[0]["section 7.1 SimpleCNN"]
     assert ops(original)["FusedBatchNorm"] == 2
     after = ops(optimized)
-    assert after["ConvBNReLU"] == 2 and after["MatMulBiasAdd"] == 1  # every step kept (B9)
+    assert after["ConvBNReLU"] == 2 and after["MatMulBiasAdd"] == 1  # every step kept (B3)
     assert not (after["Conv2D"] or after["FusedBatchNorm"] or after["Relu"] or after["BiasAdd"])
     fused = optimized.node("relu1")
     assert fused.op_type == "ConvBNReLU" and fused.attrs["epsilon"] == pytest.approx(1e-5)
     assert str(fused.attrs["data_format"]).endswith("NCHW")
-    assert optimized.metadata["memory"] == {"memory_reuse": True, "inplace": True}  # B12
+    assert optimized.metadata["memory"] == {"memory_reuse": True, "inplace": True}  # D12
     assert "memory" not in original.metadata
     images = np.random.default_rng(1).standard_normal((3, 3, 32, 32), dtype=np.float32)
     want, got = run(original, {"input": images}), run(optimized, {"input": images})

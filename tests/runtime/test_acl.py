@@ -77,7 +77,7 @@ def test_section_6_1_program_round_trips_data(capsys: pytest.CaptureFixture[str]
     np.testing.assert_array_equal(outputs["input_doubled"], (data * 2).astype(np.float32).ravel())
     assert "Outputs: ['input_doubled']" in capsys.readouterr().out
     assert acl.init_count() == 0 and get_device(0).live() == []
-    # B20: the executor can run again in the same process, after finalize.
+    # docs/seed-api.md, D19: the executor can run again in the same process, after finalize.
     again = program["execute_graph_simple"](object(), np.ones(3))  # type: ignore[operator]
     assert again["input_doubled"].tolist() == [2.0, 2.0, 2.0]
 
