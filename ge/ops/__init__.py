@@ -26,6 +26,7 @@ from ge.ops import (  # noqa: F401 - each module registers its op family
     nn_transpose,
     normalization,
     quantize,
+    quantized_rnn,
     reduce,
     regularization,
     rnn,

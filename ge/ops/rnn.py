@@ -29,7 +29,8 @@ from ge.ir.tensor import Dim, is_static_dim, num_elements
 from ge.ops.registry import Attr, AttrType, Cost, InferenceContext, Input, register_op
 from ge.ops.shape_utils import dims_equal
 
-__all__ = ["ACTIVATIONS", "activation_function"]
+__all__ = ["ACTIVATIONS", "Activation", "activation_function", "activations_per_direction",
+           "check_activations"]
 
 _FLOATS = (DataType.DT_FLOAT, DataType.DT_FLOAT16, DataType.DT_BF16, DataType.DT_DOUBLE)
 _DIRECTIONS = ("forward", "reverse", "bidirectional")
@@ -77,7 +78,8 @@ def activation_function(name: str, alpha: Optional[float] = None,
     return apply
 
 
-def _activations(op_type: str, attrs: dict[str, Any], directions: int) -> list[list[Activation]]:
+def activations_per_direction(op_type: str, attrs: dict[str, Any], directions: int
+                              ) -> list[list[Activation]]:
     """One list of activation functions per direction; alphas and betas are consumed in
     order by the activations that take them."""
     per_direction = len(_DEFAULT_ACTIVATIONS[op_type])
@@ -95,7 +97,8 @@ def _activations(op_type: str, attrs: dict[str, Any], directions: int) -> list[l
     return [functions[d * per_direction:(d + 1) * per_direction] for d in range(directions)]
 
 
-def _check_activations(names: Sequence[str]) -> Optional[str]:
+def check_activations(names: Sequence[str]) -> Optional[str]:
+    """Why the activation ``names`` are refused (an unknown name), or None."""
     unknown = [n for n in names if n.lower() not in ACTIVATIONS]
     return f"unknown activations {unknown}" if unknown else None
 
@@ -169,7 +172,7 @@ def _common_attrs() -> list[Attr]:
              doc="alphas of the activations that take one, in order"),
         Attr("activation_beta", AttrType.FLOATS, None,
              doc="betas of the activations that take one, in order"),
-        Attr("activations", AttrType.STRINGS, None, check=_check_activations,
+        Attr("activations", AttrType.STRINGS, None, check=check_activations,
              doc="activation names, per direction (forward first)"),
         Attr("clip", AttrType.FLOAT, None,
              doc="bound the activations' inputs to [-clip, clip]"),
@@ -293,7 +296,7 @@ def _run(op_type: str, arrays: dict[str, Optional[np.ndarray]], attrs: dict[str,
     state_names = ["initial_h", "initial_c"] if op_type == "LSTM" else ["initial_h"]
     x, initial = _prepare(x_in, [arrays.get(n) for n in state_names], attrs["layout"], compute)
     batch = x.shape[1]
-    functions = _activations(op_type, attrs, directions)
+    functions = activations_per_direction(op_type, attrs, directions)
     clip = _clipper(attrs["clip"])
     ys, finals = [], []
     for d in range(directions):

@@ -156,39 +156,127 @@ def test_qlinear_where() -> None:
 
 # -- DynamicQuantizeLSTM ----------------------------------------------------------------
 
-def _quantized_weight(real: np.ndarray, per_column: bool
+def _quantized_weight(real: np.ndarray, per_column: bool, signed: bool
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """ONNX LSTM weights [D, 4H, I] as onnxruntime's symmetric int8 [D, I, 4H], scales
-    and (zero) zero points, per direction or per column of the 4H axis."""
+    """ONNX LSTM weights [D, 4H, I] as onnxruntime's [D, I, 4H] codes, scales and zero
+    points, per direction or per column of the 4H axis: symmetric int8 (zero points 0), or
+    asymmetric uint8 with one zero point per direction (onnxruntime requires a per-column
+    one to be constant) and per-column scales spread around the direction's."""
     moved = np.swapaxes(real, 1, 2)
-    bound = np.abs(moved).max(axis=(1,) if per_column else (1, 2))
-    scale = (bound / 127).astype(np.float32)
-    shape = (-1, 1, moved.shape[2]) if per_column else (-1, 1, 1)
-    codes = np.clip(np.round(moved / scale.reshape(shape)), -127, 127).astype(np.int8)
-    return codes, scale, np.zeros(scale.shape, np.int8)
+    directions, columns = moved.shape[0], moved.shape[2]
+    if signed:
+        bound = np.abs(moved).max(axis=(1,) if per_column else (1, 2))
+        scale = (bound / 127).astype(np.float32)
+        zero = np.zeros(scale.shape, np.int8)
+    else:
+        low = np.minimum(moved.min(axis=(1, 2)), 0)
+        high = np.maximum(moved.max(axis=(1, 2)), 0)
+        scale = ((high - low) / 255).astype(np.float32)
+        zero = np.rint(-low / scale).astype(np.uint8)
+        if per_column:
+            spread = (1 + 0.2 * RNG.random((directions, columns))).astype(np.float32)
+            scale = scale[:, None] * spread
+            zero = np.repeat(zero[:, None], columns, axis=1)
+    shape = (directions, 1, -1 if per_column else 1)
+    bounds = (-127, 127) if signed else (0, 255)
+    codes = np.clip(np.rint(moved / scale.reshape(shape)) + zero.reshape(shape), *bounds)
+    return codes.astype(zero.dtype), scale, zero
 
 
-def test_dynamic_quantize_lstm() -> None:
-    """onnxruntime quantizes X and each hidden state to uint8 for its integer GEMMs; GE
-    keeps them float: the difference is that activation rounding (below 1e-2 here)."""
-    seq, batch, size, hidden = 5, 2, 6, 4
-    for direction, per_column in (("forward", False), ("bidirectional", True)):
-        dirs = 2 if direction == "bidirectional" else 1
-        w, w_scale, w_zero = _quantized_weight(rand(dirs, 4 * hidden, size) * 0.5,
-                                               per_column)
-        r, r_scale, r_zero = _quantized_weight(rand(dirs, 4 * hidden, hidden) * 0.5,
-                                               per_column)
-        inputs: dict[str, Optional[np.ndarray]] = {
-            "X": rand(seq, batch, size), "W": w, "R": r, "B": rand(dirs, 8 * hidden) * 0.1,
-            "sequence_lens": np.array([seq, seq - 2], np.int32),
-            "initial_h": rand(dirs, batch, hidden) * 0.5,
-            "initial_c": rand(dirs, batch, hidden) * 0.5, "P": None,
-            "W_scale": w_scale, "W_zero_point": w_zero,
-            "R_scale": r_scale, "R_zero_point": r_zero}
-        compare("DynamicQuantizeLSTM", inputs, ["Y", "Y_h", "Y_c"],
-                {"hidden_size": hidden, "direction": direction},
-                constants=("W", "R", "B", "W_scale", "W_zero_point", "R_scale", "R_zero_point"),
-                rtol=0, atol=2e-2)
+_LSTM_CONSTANTS = ("W", "R", "B", "P", "W_scale", "W_zero_point", "R_scale", "R_zero_point")
+
+
+def _lstm_inputs(seq: int, batch: int, size: int, hidden: int, direction: str,
+                 per_column: bool, signed: bool, lengths: Optional[list[int]], states: bool,
+                 peepholes: bool = False) -> dict[str, Optional[np.ndarray]]:
+    dirs = 2 if direction == "bidirectional" else 1
+    w, w_scale, w_zero = _quantized_weight(rand(dirs, 4 * hidden, size) * 0.5, per_column,
+                                           signed)
+    r, r_scale, r_zero = _quantized_weight(rand(dirs, 4 * hidden, hidden) * 0.5, per_column,
+                                           signed)
+    return {"X": rand(seq, batch, size), "W": w, "R": r, "B": rand(dirs, 8 * hidden) * 0.1,
+            "sequence_lens": None if lengths is None else np.array(lengths, np.int32),
+            "initial_h": rand(dirs, batch, hidden) * 0.5 if states else None,
+            "initial_c": rand(dirs, batch, hidden) * 0.5 if states else None,
+            "P": rand(dirs, 3 * hidden) * 0.3 if peepholes else None,
+            "W_scale": w_scale, "W_zero_point": w_zero, "R_scale": r_scale, "R_zero_point": r_zero}
+
+
+def _onnxruntime_lstm(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray],
+                      threads: int) -> list[np.ndarray]:
+    """onnxruntime's outputs with ``threads`` intra-op threads (its hidden-state row groups
+    follow them)."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    return session.run(None, dict(feeds))
+
+
+# GE follows an onnxruntime with at least a thread per batch row (``parallelism`` 0).
+_ENOUGH_THREADS = 8
+# What GE's float32 gates and NumPy's sigmoid and tanh leave against onnxruntime's.
+_LSTM_ATOL = 2e-6
+
+# (seq, batch, size, hidden, direction, per_column, signed, sequence_lens, initial states)
+_LSTM_CASES = {
+    "forward_per_tensor_int8": (5, 2, 6, 4, "forward", False, True, None, False),
+    "bidirectional_per_column_int8_states_lengths":
+        (5, 2, 6, 4, "bidirectional", True, True, [5, 3], True),
+    "reverse_per_column_uint8_lengths": (5, 3, 6, 4, "reverse", True, False, [2, 5, 4], False),
+    "bidirectional_per_tensor_uint8_states": (4, 3, 5, 6, "bidirectional", False, False, None,
+                                              True),
+    "bidirectional_empty_and_short_rows":
+        (6, 5, 5, 4, "bidirectional", False, True, [0, 6, 3, 1, 6], True),
+    "wide_hidden_shares_one_scale": (3, 3, 5, 260, "forward", True, True, [3, 1, 2], True),
+}
+
+
+@pytest.mark.parametrize("case", list(_LSTM_CASES))
+def test_dynamic_quantize_lstm(case: str) -> None:
+    """GE quantizes X and each step's hidden state as onnxruntime does and multiplies them
+    exactly with the quantized weights: only float32 rounding in the gates remains."""
+    seq, batch, size, hidden, direction, *rest = _LSTM_CASES[case]
+    inputs = _lstm_inputs(seq, batch, size, hidden, direction, *rest)
+    model = one_node_model("DynamicQuantizeLSTM", inputs, ["Y", "Y_h", "Y_c"],
+                           {"hidden_size": hidden, "direction": direction},
+                           constants=_LSTM_CONSTANTS)
+    feeds = feeds_of(inputs, _LSTM_CONSTANTS)
+    actual = ge.Session(ge.compile(ge.parse_onnx(model))).run(feeds)
+    expected = _onnxruntime_lstm(model, feeds, _ENOUGH_THREADS)
+    for name, want in zip(("Y", "Y_h", "Y_c"), expected):
+        assert_close(actual[name], want, rtol=0, atol=_LSTM_ATOL, what=f"{case} {name}")
+
+
+def test_dynamic_quantize_lstm_peepholes_clip_and_activations() -> None:
+    attrs = {"hidden_size": 5, "direction": "bidirectional", "clip": 1.5, "input_forget": 1,
+             "activations": ["HardSigmoid", "Tanh", "Softsign", "Sigmoid", "Relu", "Tanh"],
+             "activation_alpha": [0.3], "activation_beta": [0.4]}
+    inputs = _lstm_inputs(4, 2, 3, 5, "bidirectional", True, True, [4, 2], True,
+                          peepholes=True)
+    model = one_node_model("DynamicQuantizeLSTM", inputs, ["Y", "Y_h", "Y_c"], attrs,
+                           constants=_LSTM_CONSTANTS)
+    feeds = feeds_of(inputs, _LSTM_CONSTANTS)
+    actual = ge.Session(ge.compile(ge.parse_onnx(model))).run(feeds)
+    for name, want in zip(("Y", "Y_h", "Y_c"), _onnxruntime_lstm(model, feeds, _ENOUGH_THREADS)):
+        assert_close(actual[name], want, rtol=0, atol=_LSTM_ATOL, what=name)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_dynamic_quantize_lstm_follows_fewer_threads(threads: int) -> None:
+    """With fewer threads than batch rows, onnxruntime quantizes each group of
+    ceil(batch / threads) rows of the hidden state with one scale: ``parallelism`` says so."""
+    inputs = _lstm_inputs(5, 6, 4, 4, "bidirectional", True, True, [5, 3, 4, 2, 5, 1], True)
+    model = one_node_model("DynamicQuantizeLSTM", inputs, ["Y", "Y_h", "Y_c"],
+                           {"hidden_size": 4, "direction": "bidirectional"},
+                           constants=_LSTM_CONSTANTS)
+    schema = ge.ops.get_schema("DynamicQuantizeLSTM")
+    attrs = ge.ops.normalize_attrs(schema, {"hidden_size": 4, "direction": "bidirectional",
+                                            "parallelism": threads}, "lstm")
+    actual = ge.ops.run_kernel(schema, "lstm", list(inputs.values()), attrs)
+    expected = _onnxruntime_lstm(model, feeds_of(inputs, _LSTM_CONSTANTS), threads)
+    for got, want in zip(actual, expected):
+        assert_close(got, want, rtol=0, atol=_LSTM_ATOL, what=f"{threads} threads")
 
 
 # -- QAttention -------------------------------------------------------------------------

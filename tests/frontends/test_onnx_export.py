@@ -260,6 +260,16 @@ HAND_BUILT: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
      {"input": _array((1, 5, 6, 2), np.float64), "filter": _array((2, 2, 2, 3), np.float64, 1)},
      {**_NHWC_WINDOW, "padding": "SAME"}),
     ("cast_float_to_int8", "Cast", {"x": _array((3, 4)) * 50}, {"dtype": ge.DataType.DT_INT8}),
+    # onnxruntime's contrib op; one batch row, so its thread count cannot matter
+    ("dynamic_quantize_lstm_contrib", "DynamicQuantizeLSTM",
+     {"X": _array((4, 1, 5)), "W": _bytes((2, 5, 16), np.int8, 1),
+      "R": _bytes((2, 4, 16), np.int8, 2), "B": _array((2, 32), seed=3) * 0.1,
+      "sequence_lens": np.array([3], np.int32), "initial_h": _array((2, 1, 4), seed=4),
+      "initial_c": _array((2, 1, 4), seed=5), "P": _array((2, 12), seed=6) * 0.1,
+      "W_scale": np.abs(_array((2, 16), seed=7)) * 0.01 + 0.005,
+      "W_zero_point": np.zeros((2, 16), np.int8), "R_scale": np.array([0.02, 0.01], np.float32),
+      "R_zero_point": np.zeros(2, np.int8)},
+     {"direction": "bidirectional", "clip": 2.0}),
 ]
 
 

@@ -6,7 +6,8 @@ The seed's and TensorFlow's window ops (``Conv2D``, ``Conv3D``, ``MaxPool``, ``M
 results transposed back, HWIO filters transposed to OIHW, TensorFlow's SAME padding
 written as explicit pads (``SAME_UPPER`` where the sizes are not known). ``FusedBatchNorm``
 and ``BatchNormalizationTraining`` become ``BatchNormalization``; ``BiasAdd`` an ``Add``;
-``MatMul`` with transpose flags a ``Transpose`` and ``MatMul``.
+``MatMul`` with transpose flags a ``Transpose`` and ``MatMul``. ``DynamicQuantizeLSTM`` is
+onnxruntime's contrib op of that name (domain ``com.microsoft``).
 
 Where ONNX's op cannot take GE's dtype, or computes in another precision, the op is
 written as its exact decomposition into ONNX ops: a float64 convolution (onnxruntime
@@ -27,6 +28,7 @@ from ge.errors import UnsupportedOpError
 from ge.frontends.onnx.dtypes import to_onnx_dtype
 from ge.frontends.onnx.exporter import (
     ExportContext,
+    attribute_value,
     exporter,
     is_needed,
     onnx_accepts,
@@ -549,3 +551,23 @@ def _dequantize_linear(ctx: ExportContext, node: Node) -> None:
     else:
         ctx.node("Cast", [values], [node.outputs[0].name], node.name, to=to_onnx_dtype(output))
 
+
+
+# -- onnxruntime contrib ops ------------------------------------------------------------
+
+@exporter("DynamicQuantizeLSTM")
+def _dynamic_quantize_lstm(ctx: ExportContext, node: Node) -> None:
+    """onnxruntime's ``com.microsoft`` ``DynamicQuantizeLSTM``, every output named (without
+    ``Y`` onnxruntime would quantize ended rows' states, not zeros). ``parallelism`` has no
+    form there: onnxruntime follows its own thread count, which should be at least the
+    batch for its numbers to be GE's."""
+    if node.attrs.get("parallelism"):
+        raise UnsupportedOpError(f"{node.op_type} node {node.name!r}: parallelism="
+                                 f"{node.attrs['parallelism']} has no ONNX form")
+    attrs = {key: attribute_value(value) for key, value in node.attrs.items()
+             if value is not None and key != "parallelism"}
+    recurrence = node.inputs[2]
+    assert recurrence is not None
+    attrs.setdefault("hidden_size", recurrence.shape[1])  # onnxruntime requires it
+    ctx.node(node.op_type, [ctx.name_of(v) for v in node.inputs],
+             [value.name for value in node.outputs], node.name, domain="com.microsoft", **attrs)

@@ -359,6 +359,19 @@ def _graph_proto(graph: Graph, ctx: ExportContext,
     return helper.make_graph(ctx.nodes, ctx.name, ctx.inputs, outputs, ctx.initializers)
 
 
+def _other_domains(body: onnx.GraphProto) -> set[str]:
+    """The op domains besides ONNX's that the nodes of ``body`` and its subgraphs use (an
+    onnxruntime contrib op's ``com.microsoft``, version 1)."""
+    domains = set()
+    for node in body.node:
+        if node.domain not in ("", "ai.onnx"):
+            domains.add(node.domain)
+        for attribute in node.attribute:
+            for inner in [attribute.g] if attribute.HasField("g") else list(attribute.graphs):
+                domains |= _other_domains(inner)
+    return domains
+
+
 def export_onnx(graph: Graph, path: Union[str, os.PathLike, None] = None, *,
                 opset: Optional[int] = None, check: bool = True) -> onnx.ModelProto:
     """Write ``graph`` as an ONNX model; return the ``ModelProto`` (saved to ``path`` if given).
@@ -377,6 +390,7 @@ def export_onnx(graph: Graph, path: Union[str, os.PathLike, None] = None, *,
                            required_opset(graph))
     body = _graph_proto(graph, ExportContext(graph.name, version, _value_names(graph)))
     imports = [helper.make_opsetid("", version)]
+    imports += [helper.make_opsetid(domain, 1) for domain in sorted(_other_domains(body))]
     model = helper.make_model(body, opset_imports=imports, producer_name="ge",
                               producer_version="0.1.0")
     model.ir_version = max(10, helper.find_min_ir_version_for(imports, ignore_unknown=True))

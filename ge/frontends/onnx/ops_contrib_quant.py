@@ -3,14 +3,14 @@
 ``quantize_static`` (QOperator format) turns pooling, softmax and ``Where`` into
 ``QLinearAveragePool``, ``QLinearSoftmax`` and ``QLinearWhere``: each becomes
 dequantize, the float op, quantize. ``quantize_dynamic`` turns ``LSTM`` into
-``DynamicQuantizeLSTM`` (ONNX's LSTM over the dequantized, transposed weights),
-``Attention`` into ``QAttention`` (the exact integer projection, scaled to float,
-then the float attention of ``ops_contrib_attention.py``), and both formats turn
-``EmbedLayerNormalization`` into ``QEmbedLayerNormalization`` (the float op over
-dequantized tables). ``GatherBlockQuantized`` (from the weight-only quantizer)
-dequantizes its constant table once, at translation, as ``MatMulBnb4`` (from the
-FP4/NF4 quantizer) does its weight. The elementwise ``QLinear*``
-ops, ``QGemm`` and the integer products are in ``ops_quant.py``.
+``DynamicQuantizeLSTM`` (the registry op of that name: onnxruntime's integer products
+over activations quantized as it runs), ``Attention`` into ``QAttention`` (the exact
+integer projection, scaled to float, then the float attention of
+``ops_contrib_attention.py``), and both formats turn ``EmbedLayerNormalization`` into
+``QEmbedLayerNormalization`` (the float op over dequantized tables).
+``GatherBlockQuantized`` (from the weight-only quantizer) dequantizes its constant table
+once, at translation, as ``MatMulBnb4`` (from the FP4/NF4 quantizer) does its weight. The
+elementwise ``QLinear*`` ops, ``QGemm`` and the integer products are in ``ops_quant.py``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ge.frontends.onnx.ops_contrib_attention import count_attr, self_attention
 from ge.frontends.onnx.ops_quant import dequantized, quantized, unpack_bits, widen
 from ge.ir import Value
 
-__all__ = ["dequantized_weights", "block_dequantized"]
+__all__ = ["block_dequantized"]
 
 Outputs = Sequence[Optional[Value]]
 _MS = "com.microsoft"
@@ -102,32 +102,26 @@ def qlinear_where(ctx: NodeContext) -> Outputs:
 
 # -- DynamicQuantizeLSTM ----------------------------------------------------------------
 
-def dequantized_weights(ctx: NodeContext, weights: Value, scale: Value,
-                        zero_point: Value) -> Value:
-    """An LSTM weight [D, I, 4H] quantized per direction ([D] scales) or per column
-    ([D, 4H]), as the float [D, 4H, I] that ONNX's LSTM takes."""
-    def per_direction(value: Value) -> Value:
-        axes = [1, 2] if len(value.shape) == 1 else [1]
-        return ctx.value("Unsqueeze", [value, ctx.const(np.asarray(axes, np.int64))])
-
-    dtype = scale.dtype
-    shifted = ctx.value("Sub", [ctx.value("Cast", [weights], {"dtype": dtype}),
-                                ctx.value("Cast", [per_direction(zero_point)], {"dtype": dtype})])
-    real = ctx.value("Mul", [shifted, per_direction(scale)])
-    return ctx.value("Transpose", [real], {"perm": [0, 2, 1]})
+_LSTM_ATTRIBUTES = ("activation_alpha", "activation_beta", "activations", "clip", "direction",
+                    "hidden_size", "input_forget")
 
 
 @translator("DynamicQuantizeLSTM", domain=_MS)
 def dynamic_quantize_lstm(ctx: NodeContext) -> Outputs:
-    """``DynamicQuantizeLSTM``: ONNX's LSTM over the dequantized W and R. onnxruntime also
-    quantizes X and each step's hidden state to uint8 for its integer GEMMs; GE keeps them
-    float, so the two differ by that activation rounding."""
-    w = dequantized_weights(ctx, _required(ctx, 1), _required(ctx, 8), _required(ctx, 9))
-    r = dequantized_weights(ctx, _required(ctx, 2), _required(ctx, 10), _required(ctx, 11))
-    inputs = [_required(ctx, 0), w, r] + list(ctx.inputs[3:8])
-    while inputs[-1] is None:
-        inputs.pop()
-    return ctx.op("LSTM", inputs, dict(ctx.attrs)).outputs
+    """``DynamicQuantizeLSTM``: the registry op of that name (``ge/ops/quantized_rnn.py``),
+    onnxruntime's integer products over X and each step's hidden state quantized to uint8.
+    Its hidden-state row groups follow an onnxruntime with a thread per batch row. Where the
+    node leaves ``Y`` out, onnxruntime quantizes an ended row's last hidden state (or, for
+    a row of length 0, its unwritten output buffer) with the rows that go on, where GE
+    quantizes zeros: rows of different lengths that share a scale (2 to 4 rows with
+    ``hidden > 256``) may then differ."""
+    if ctx.attr("layout", 0):
+        raise ctx.unsupported("layout=1 is not supported (nor by onnxruntime)")
+    for index in (0, 1, 2, 8, 9, 10, 11):
+        _required(ctx, index)
+    attrs = {key: value for key, value in ctx.attrs.items() if key in _LSTM_ATTRIBUTES}
+    inputs = [ctx.input(index) for index in range(12)]
+    return ctx.op("DynamicQuantizeLSTM", inputs, attrs).outputs
 
 
 # -- QAttention -------------------------------------------------------------------------
