@@ -95,6 +95,11 @@ class Value:
         return tuple(self._users.values())
 
     @property
+    def num_users(self) -> int:
+        """How many ``(node, input index)`` read this value (without listing them)."""
+        return len(self._users)
+
+    @property
     def desc(self) -> TensorDesc:
         """The value's shape, dtype and format as one descriptor."""
         return TensorDesc(self.shape, self.dtype, self.format)
@@ -517,16 +522,14 @@ class Graph:
     def validate(self, nodes: Optional[Iterable[Node]] = None) -> bool:
         """Check the graph; return True, or raise ``GraphError`` naming what is wrong.
 
-        Checked: at least one output; unique node and value names; every input
-        produced by a node of this graph; consistent use-def links; no cycle; and
-        every node against its op's definition (inputs, attributes, shapes, dtypes),
-        or, given ``nodes``, only those of them still in the graph (the pass manager
-        checks what a pass added or rewired this way).
+        Checked: at least one output; no cycle; and for every node (or, given
+        ``nodes``, for those of them still in the graph: the pass manager checks what
+        a pass added or rewired this way) unique node and value names, inputs produced
+        by nodes of this graph, consistent use-def links, and the node against its
+        op's definition (inputs, attributes, shapes, dtypes).
         """
         if not self._outputs:
             raise GraphError(f"graph {self.name!r} has no outputs; call set_outputs([...])")
-        self._check_names()
-        self._check_links()
         for value in self._outputs:
             if value.producer.graph is not self:
                 raise GraphError(f"graph output {value.name!r} is produced outside the graph")
@@ -534,6 +537,8 @@ class Graph:
         if nodes is not None:
             chosen = {id(n): n for n in nodes if n.graph is self}
             order = [n for n in order if id(n) in chosen]
+        self._check_names(order)
+        self._check_links(order)
         if _node_checker is not None:
             for node in order:
                 _node_checker(node)
@@ -546,20 +551,16 @@ class Graph:
         except GraphError:
             return False
 
-    def _check_names(self) -> None:
-        seen: set[str] = set()
-        values: set[str] = set()
-        for node in self._walk():
-            if node.name in seen:
+    def _check_names(self, nodes: Iterable[Node]) -> None:
+        for node in nodes:
+            if self._by_name.get(node.name) is not node:
                 raise GraphError(f"graph {self.name!r} has two nodes named {node.name!r}")
-            seen.add(node.name)
             for value in node.outputs:
-                if value.name in values:
+                if len(self._values.get(value.name, ())) != 1:
                     raise GraphError(f"graph {self.name!r} has two values named {value.name!r}")
-                values.add(value.name)
 
-    def _check_links(self) -> None:
-        for node in self._walk():
+    def _check_links(self, nodes: Iterable[Node]) -> None:
+        for node in nodes:
             for index, value in enumerate(node._inputs):
                 if value is None:
                     continue

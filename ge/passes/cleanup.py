@@ -202,7 +202,7 @@ def forward(graph: Graph, node: Node, value: Value) -> bool:
     when that would rename a graph input or another graph output, or when another output
     of ``node`` is in use."""
     old = node.outputs[0]
-    if value is old or any(v.users or v.is_graph_output() for v in node.outputs[1:]):
+    if value is old or any(v.num_users or v.is_graph_output() for v in node.outputs[1:]):
         return False
     rename = old.is_graph_output()
     if rename and (value.is_graph_output() or value.producer.op_type == "Data"):

@@ -68,7 +68,7 @@ def install_constants(graph: Graph, node: Node, arrays: dict[int, np.ndarray]) -
     value names (graph output names stay stable) and, for one output, its node name.
     An output that is a graph output is only replaced when the node goes. Returns the
     new ``Const`` nodes."""
-    used = [i for i, v in enumerate(node.outputs) if v.users or v.is_graph_output()]
+    used = [i for i, v in enumerate(node.outputs) if v.num_users or v.is_graph_output()]
     removable = all(i in arrays for i in used)
     created: list[tuple[Node, str]] = []
     for index in used:

@@ -91,7 +91,7 @@ def _bare_convolution(node: IRNode) -> Union[bool, str]:
     by one node only (checked here, while matching, so that a commutative Add whose other
     operand is the single-use convolution is tried the other way round)."""
     output = node.outputs[0]
-    if len(output.users) != 1 or output.is_graph_output():
+    if output.num_users != 1 or output.is_graph_output():
         return f"{node.op_type} {node.name!r} has other consumers"
     if node.op_type == "Conv2D":
         return True

@@ -480,7 +480,7 @@ def _prescaled(value: Value) -> tuple[Value, float]:
     """(x, c) when ``value`` is Mul(x, c) by one positive constant read only here, else
     (value, 1): torch's scaled_dot_product_attention scales Q and K^T by sqrt(scale)."""
     producer = value.producer
-    if producer.op_type != "Mul" or len(value.users) != 1 or value.is_graph_output():
+    if producer.op_type != "Mul" or value.num_users != 1 or value.is_graph_output():
         return value, 1.0
     for index in (0, 1):
         data = const_value(producer.inputs[index])

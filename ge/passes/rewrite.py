@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
-from ge.errors import GraphError
+from ge.errors import GEError, GraphError
 from ge.ir import Graph, Node, Value
 from ge.ops.registry import create_node, get_schema
 from ge.passes.base import Pass, PassResult
@@ -146,7 +146,7 @@ def remove_unused(graph: Graph, candidates: Sequence[Node]) -> int:
         node = stack.pop()
         if node.graph is not graph or node.op_type == "Data":
             continue
-        if any(value.users or value.is_graph_output() for value in node.outputs):
+        if any(value.num_users or value.is_graph_output() for value in node.outputs):
             continue
         producers = node.predecessors()
         graph.remove_node(node)
@@ -174,6 +174,7 @@ class RewritePass(Pass):
             self.name = name
         self.max_rounds = max_rounds
         self.visits = 0
+        self._result = PassResult()
         self.stats: dict[str, RuleStats] = {rule.name: RuleStats() for rule in self.rules}
         self._seen_refusals: set[tuple[str, int, str]] = set()
         self._index: dict[Optional[str], list[Rule]] = defaultdict(list)
@@ -182,7 +183,7 @@ class RewritePass(Pass):
                 self._index[op_type].append(rule)
 
     def run(self, graph: Graph) -> PassResult:
-        result = PassResult()
+        result = self._result = PassResult()
         self.stats = {rule.name: RuleStats() for rule in self.rules}
         self._seen_refusals = set()
         self.visits = 0
@@ -230,7 +231,13 @@ class RewritePass(Pass):
             self._refuse(rule, node, reason)
             return None
         with graph.recording() as added, graph.inserting_before(node):
-            replacements = list(rule.rewrite(found, graph))
+            try:
+                replacements = list(rule.rewrite(found, graph))
+            except GEError as error:  # a builder's inference refused: leave the match as it is
+                remove_unused(graph, added)
+                self._result.fail(node.name, error)
+                self._refuse(rule, node, f"the rewrite failed: {error}")
+                return None
             if len(replacements) != len(node.outputs):
                 raise GraphError(f"rule {rule.name} gave {len(replacements)} values for the "
                                  f"{len(node.outputs)} outputs of {node.op_type} node "

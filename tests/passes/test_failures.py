@@ -119,3 +119,23 @@ def test_results_merge_their_failures_and_reports_of_old_files_still_print():
     old = {"pass": "OldPass", "seconds": 0.001, "nodes_before": 3, "nodes_after": 2,
            "changed": True, "counts": {}, "notes": ["removed 1"]}  # saved before failures
     assert "OldPass" in format_report([old]) and "FAILED" not in format_report([old])
+
+
+def test_a_rewrite_whose_inference_raises_is_reported_and_leaves_the_match():
+    from ge.passes import FunctionRule, Input, Node, Pattern, RewritePass
+
+    def bad_build(match, graph):  # builds a MatMul of mismatched operands: inference refuses
+        x = match.value("x")
+        wrong = create_node("Const", [], {"value": ge.Tensor(np.ones((7, 2), np.float32))},
+                            graph.unique_name("wrong"), graph)
+        return create_node("MatMul", [x, wrong], {}, graph.unique_name("mm"), graph).outputs
+
+    rule = FunctionRule("planted", Pattern(Node("Neg", inputs=[Input("x")])), bad_build)
+    graph = constant_chain()
+    before = _op_types(graph)
+    records = PassManager([RewritePass([rule], name="PlantedRewrite")]).run(graph)
+    failures = records[0].result.failures
+    assert [(f.pass_name, f.node) for f in failures] == [("PlantedRewrite", "negate")]
+    assert "ShapeError" in failures[0].error
+    assert _op_types(graph) == before and graph.validate()  # nothing half-built is left
+    assert "PlantedRewrite on node 'negate'" in format_report([r.as_dict() for r in records])
