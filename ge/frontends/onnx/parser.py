@@ -166,13 +166,30 @@ def _dims(shape_proto: onnx.TensorShapeProto) -> list[Dim]:
 
 def tensor_array(tensor: onnx.TensorProto, where: str) -> np.ndarray:
     """The data of a TensorProto as a NumPy array of a GE dtype."""
-    from_onnx_dtype(tensor.data_type, where)
+    dtype = from_onnx_dtype(tensor.data_type, where)
+    fast = _PLAIN_RAW.get(tensor.data_type)
+    if fast is not None and tensor.HasField("raw_data") and not tensor.external_data:
+        # the common case, read without numpy_helper's copies: little-endian plain numbers
+        raw = tensor.raw_data
+        if len(raw) == dtype.itemsize * int(np.prod(tensor.dims, dtype=np.int64)):
+            array = np.frombuffer(raw, dtype=fast).reshape(tuple(tensor.dims))
+            return array if fast.isnative else array.astype(fast.newbyteorder("="))
     try:
         array = numpy_helper.to_array(tensor)
     except Exception as error:  # noqa: BLE001 - malformed tensors raise many kinds
         raise ModelFormatError(f"{where}: tensor {tensor.name!r} cannot be read: {error}") \
             from error
     return np.asarray(array)
+
+
+# element types whose raw_data is the NumPy dtype's little-endian bytes
+_PLAIN_RAW = {code: np.dtype(name).newbyteorder("<") for code, name in (
+    (onnx.TensorProto.FLOAT, "float32"), (onnx.TensorProto.DOUBLE, "float64"),
+    (onnx.TensorProto.FLOAT16, "float16"), (onnx.TensorProto.INT8, "int8"),
+    (onnx.TensorProto.UINT8, "uint8"), (onnx.TensorProto.INT16, "int16"),
+    (onnx.TensorProto.UINT16, "uint16"), (onnx.TensorProto.INT32, "int32"),
+    (onnx.TensorProto.UINT32, "uint32"), (onnx.TensorProto.INT64, "int64"),
+    (onnx.TensorProto.UINT64, "uint64"))}
 
 
 def _declared_dims(graph: onnx.GraphProto) -> dict[str, list[Dim]]:
