@@ -7,8 +7,10 @@ primitive ops, and ResNet-50 (``examples/zoo.py``), this times ``ge.parse_onnx``
 ``InferenceSession`` (CPU provider, default options, all graph optimizations) on the
 same serialized model. Each model runs in a fresh process; within it GE (parse +
 compile level 3 + Session) and onnxruntime alternate, ``--repeats`` times each after one
-untimed warm-up of each, and the medians are reported. Level 0 is timed once per round
-on its own parse.
+untimed warm-up of each, and the medians are reported; the garbage collector runs before
+each contender's timed block, so that one's leftovers are not freed on the other's clock.
+Level 0 is timed once per round on its own parse. onnxruntime is also timed alone, in a
+process that never imports GE.
 
     python bench/compile_scale.py                        # 1k/8k/32k/128k, stacks, ResNet-50
     python bench/compile_scale.py --chains 1000 8000 --no-stacks --no-write
@@ -19,6 +21,7 @@ The results replace the compile-scale section of ``docs/benchmarks.md``.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -49,6 +52,21 @@ def _model_bytes(kind: str, size: int, folder: str) -> bytes:
     return Path(path).read_bytes()
 
 
+def measure_alone(kind: str, size: int, repeats: int) -> dict[str, Any]:
+    """onnxruntime's session creation alone in this process (no GE imported or run)."""
+    import onnxruntime
+
+    with tempfile.TemporaryDirectory() as folder:
+        model = _model_bytes(kind, size, folder)
+    times = []
+    for _ in range(repeats + 1):
+        gc.collect()
+        started = time.perf_counter()
+        onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
+        times.append(time.perf_counter() - started)
+    return {"ort_alone": statistics.median(times[1:])}
+
+
 def measure(kind: str, size: int, repeats: int) -> dict[str, Any]:
     """One model's figures, in this process (the parent runs each model in a fresh one)."""
     import onnxruntime
@@ -61,6 +79,7 @@ def measure(kind: str, size: int, repeats: int) -> dict[str, Any]:
                                      ("parse", "compile0", "compile3", "session", "ort")}
     nodes = 0
     for round_ in range(repeats + 1):
+        gc.collect()  # each contender starts on a clean heap: no one's garbage on its clock
         started = time.perf_counter()
         graph = ge.parse_onnx(model)
         parsed = time.perf_counter()
@@ -74,6 +93,7 @@ def measure(kind: str, size: int, repeats: int) -> dict[str, Any]:
         ge.compile(level0_graph, opt_level=0)
         level0 = time.perf_counter() - level0_started
         del graph, executable, level0_graph
+        gc.collect()
         ort_started = time.perf_counter()
         onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
         ort = time.perf_counter() - ort_started
@@ -87,10 +107,10 @@ def measure(kind: str, size: int, repeats: int) -> dict[str, Any]:
     return result
 
 
-def _run_fresh(kind: str, size: int, repeats: int) -> dict[str, Any]:
-    command = [sys.executable, __file__, "--one", kind, str(size), "--repeats", str(repeats)]
+def _run_fresh(kind: str, size: int, repeats: int, mode: str = "--one") -> dict[str, Any]:
+    command = [sys.executable, __file__, mode, kind, str(size), "--repeats", str(repeats)]
     output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    return json.loads(output.strip().splitlines()[-1])
+    return dict(json.loads(output.strip().splitlines()[-1]))
 
 
 def _label(row: dict[str, Any]) -> str:
@@ -103,7 +123,8 @@ def _label(row: dict[str, Any]) -> str:
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = ["| model | nodes | `parse_onnx` s | `compile` L0 s | `compile` L3 s | `Session` s "
-             "| GE total s | onnxruntime session s | GE / onnxruntime | growth vs previous |",
+             "| GE total s | onnxruntime session s (same process / alone) | GE / onnxruntime "
+             "| growth vs previous |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     previous: dict[str, dict[str, Any]] = {}
     for row in rows:
@@ -116,8 +137,14 @@ def table(rows: list[dict[str, Any]]) -> str:
         previous[row["kind"]] = row
         lines.append(f"| {_label(row)} | {row['nodes']:,} | {row['parse']:.3f} | "
                      f"{row['compile0']:.3f} | {row['compile3']:.3f} | {row['session']:.4f} | "
-                     f"{total:.3f} | {row['ort']:.3f} | {total / row['ort']:.2f} | {growth} |")
+                     f"{total:.3f} | {row['ort']:.3f} / {row['ort_alone']:.3f}{_flag(row)} | "
+                     f"{total / row['ort']:.2f} | {growth} |")
     return "\n".join(lines)
+
+
+def _flag(row: dict[str, Any]) -> str:
+    """A mark where the same-process figure is over 10 % off the figure alone."""
+    return " (!)" if abs(row["ort"] / row["ort_alone"] - 1) > 0.10 else ""
 
 
 def write_doc(text: str, path: Path = DOC) -> None:
@@ -139,9 +166,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--one", nargs=2, metavar=("KIND", "SIZE"), help=argparse.SUPPRESS)
+    parser.add_argument("--alone", nargs=2, metavar=("KIND", "SIZE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
         print(json.dumps(measure(args.one[0], int(args.one[1]), args.repeats)))
+        return 0
+    if args.alone:
+        print(json.dumps(measure_alone(args.alone[0], int(args.alone[1]), args.repeats)))
         return 0
     jobs = [("chain", n) for n in args.chains]
     jobs += [] if args.no_stacks else [("stack", n) for n in args.stacks]
@@ -150,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     for kind, size in jobs:
         repeats = args.repeats if kind not in ("chain", "stack") or size <= 32000 else 1
         row = _run_fresh(kind, size, repeats)
+        row.update(_run_fresh(kind, size, repeats, "--alone"))
         rows.append(row)
         print(f"{_label(row)}: {json.dumps(row)}", flush=True)
     import numpy
@@ -165,7 +197,9 @@ def main(argv: list[str] | None = None) -> int:
         "fresh process; GE (parse, compile at level 3, Session) and onnxruntime's "
         "InferenceSession (CPU provider, default options) alternate on the same serialized "
         f"model, medians of {args.repeats} rounds after a warm-up round (one round for "
-        "graphs over 32,000 nodes). Level 0 is timed on its own parse. Chains: N elementwise "
+        "graphs over 32,000 nodes); onnxruntime is also timed alone in a fresh process, and "
+        "(!) marks a same-process figure more than 10 % off that one. Level 0 is timed on "
+        "its own parse. Chains: N elementwise "
         "nodes (Add, Relu, Mul, Sigmoid) on [batch, 16]; transformer blocks: 21 primitive "
         "ops each (MatMul, Add, erf GELU, decomposed LayerNorm), fused to 4.",
         "",
