@@ -183,7 +183,7 @@ def tensor_array(tensor: onnx.TensorProto, where: str) -> np.ndarray:
 
 
 # element types whose raw_data is the NumPy dtype's little-endian bytes
-_PLAIN_RAW = {code: np.dtype(name).newbyteorder("<") for code, name in (
+_PLAIN_RAW: dict[int, np.dtype] = {int(code): np.dtype(name).newbyteorder("<") for code, name in (
     (onnx.TensorProto.FLOAT, "float32"), (onnx.TensorProto.DOUBLE, "float64"),
     (onnx.TensorProto.FLOAT16, "float16"), (onnx.TensorProto.INT8, "int8"),
     (onnx.TensorProto.UINT8, "uint8"), (onnx.TensorProto.INT16, "int16"),
