@@ -10,38 +10,12 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 import numpy as np
-import onnx
 import onnxruntime as ort  # noqa: E402
 import pytest
-from onnx import TensorProto, helper
 
 import ge.backend
+from tests.frontends.one_node import MS, one_node_model
 from tests.tolerance import assert_close
-
-MS = "com.microsoft"
-_CODES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
-          np.dtype(np.int32): TensorProto.INT32, np.dtype(np.int64): TensorProto.INT64,
-          np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int8): TensorProto.INT8}
-
-
-def _model(op_type: str, inputs: Mapping[str, Optional[np.ndarray]], outputs: list[str],
-           attrs: dict[str, Any], domain: str, constants: tuple[str, ...]) -> onnx.ModelProto:
-    graph_inputs, initializers = [], []
-    for name, array in inputs.items():
-        if array is None:
-            continue
-        if name in constants:
-            initializers.append(onnx.numpy_helper.from_array(array, name))
-        else:
-            graph_inputs.append(helper.make_tensor_value_info(name, _CODES[array.dtype],
-                                                              array.shape))
-    node = helper.make_node(op_type, [n if a is not None else "" for n, a in inputs.items()],
-                            outputs, domain=domain, **attrs)
-    graph = helper.make_graph([node], "contrib", graph_inputs,
-                              [helper.make_empty_tensor_value_info(o) for o in outputs if o],
-                              initializer=initializers)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
-                                                   helper.make_opsetid(MS, 1)])
 
 
 def compare(op_type: str, inputs: Mapping[str, Optional[np.ndarray]], outputs: list[str],
@@ -49,7 +23,7 @@ def compare(op_type: str, inputs: Mapping[str, Optional[np.ndarray]], outputs: l
             constants: tuple[str, ...] = (), exact_within: Optional[int] = None,
             rtol: Optional[float] = None, atol: Optional[float] = None) -> None:
     """Run one node through GE and onnxruntime and compare every output."""
-    model = _model(op_type, inputs, outputs, attrs or {}, domain, constants)
+    model = one_node_model(op_type, inputs, outputs, attrs, constants, domain)
     feeds = {n: a for n, a in inputs.items() if a is not None and n not in constants}
     session = ort.InferenceSession(model.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
@@ -133,7 +107,7 @@ def test_simplified_layer_normalizations() -> None:
 
 def test_bias_add() -> None:
     x, bias, skip = rand(2, 4, 8), rand(8), rand(2, 4, 8)
-    model = _model("BiasAdd", {"X": x, "bias": bias, "skip": skip}, ["Y"], {}, MS, ())
+    model = one_node_model("BiasAdd", {"X": x, "bias": bias, "skip": skip}, ["Y"])
     (y,) = ge.backend.prepare(model).run({"X": x, "bias": bias, "skip": skip})
     assert_close(y, x + bias + skip)  # onnxruntime runs this op on CUDA only
 
@@ -188,13 +162,13 @@ def test_multi_head_attention_separate_and_bias() -> None:
 
 def _ge_only(op_type: str, inputs: Mapping[str, Optional[np.ndarray]], outputs: list[str],
              attrs: dict[str, Any]) -> list[np.ndarray]:
-    model = _model(op_type, inputs, outputs, attrs, MS, ())
+    model = one_node_model(op_type, inputs, outputs, attrs)
     return ge.backend.prepare(model).run({n: a for n, a in inputs.items() if a is not None})
 
 
 def _ort_only(op_type: str, inputs: Mapping[str, Optional[np.ndarray]], outputs: list[str],
               attrs: dict[str, Any]) -> list[np.ndarray]:
-    model = _model(op_type, inputs, outputs, attrs, MS, ())
+    model = one_node_model(op_type, inputs, outputs, attrs)
     session = ort.InferenceSession(model.SerializeToString(),
                                    providers=["CPUExecutionProvider"])
     return session.run(None, {n: a for n, a in inputs.items() if a is not None})

@@ -20,9 +20,9 @@ from onnx import TensorProto, helper
 
 import ge
 from ge.errors import UnsupportedOpError
+from tests.frontends.one_node import MS, one_node_model
 from tests.tolerance import assert_close
 
-MS = "com.microsoft"
 RNG = np.random.default_rng(7)
 
 
@@ -33,31 +33,6 @@ def _draws_fixed_per_test(request: pytest.FixtureRequest) -> None:
     RNG = np.random.default_rng(zlib.crc32(request.node.name.encode()))
 
 
-_CODES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int32): TensorProto.INT32,
-          np.dtype(np.int64): TensorProto.INT64, np.dtype(np.uint8): TensorProto.UINT8,
-          np.dtype(np.int8): TensorProto.INT8, np.dtype(np.bool_): TensorProto.BOOL}
-
-
-def one_node_model(op_type: str, inputs: Mapping[str, Optional[np.ndarray]], outputs: list[str],
-                   attrs: Optional[dict[str, Any]] = None,
-                   constants: tuple[str, ...] = ()) -> onnx.ModelProto:
-    """A model of one ``com.microsoft`` node; ``constants`` become initializers."""
-    graph_inputs, initializers = [], []
-    for name, array in inputs.items():
-        if array is None:
-            continue
-        if name in constants:
-            initializers.append(onnx.numpy_helper.from_array(array, name))
-        else:
-            graph_inputs.append(helper.make_tensor_value_info(name, _CODES[array.dtype],
-                                                              array.shape))
-    node = helper.make_node(op_type, [n if a is not None else "" for n, a in inputs.items()],
-                            outputs, name=f"the_{op_type}", domain=MS, **(attrs or {}))
-    graph = helper.make_graph([node], op_type, graph_inputs,
-                              [helper.make_empty_tensor_value_info(o) for o in outputs if o],
-                              initializer=initializers)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
-                                                   helper.make_opsetid(MS, 1)])
 
 
 def run_both(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]
