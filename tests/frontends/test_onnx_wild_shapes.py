@@ -161,6 +161,23 @@ def test_if_branches_with_different_symbolic_shapes():
     assert ge.parse_onnx(proto).outputs[0].shape == (-1, 3)
 
 
+def test_if_branches_of_different_ranks_are_refused_naming_the_node():
+    # a limit of GE's IR (every value has one rank), stated in the README: onnxruntime
+    # runs this model, GE says clearly that it does not
+    then_branch = helper.make_graph([helper.make_node("ReduceSum", ["x"], ["summed"],
+                                                      keepdims=0)],
+                                    "then", [], [tensor("summed", FLOAT, None)])
+    else_branch = helper.make_graph([helper.make_node("Identity", ["x"], ["same"])],
+                                    "else", [], [tensor("same", FLOAT, None)])
+    nodes = [helper.make_node("If", ["flag"], ["y"], name="choose", then_branch=then_branch,
+                              else_branch=else_branch)]
+    proto = model(nodes, [tensor("x", FLOAT, ["N", 3]), tensor("flag", BOOL, [])],
+                  [tensor("y", FLOAT, None)])
+    onnxruntime_run(proto, {"x": random(2, 3), "flag": np.array(True)})
+    with pytest.raises(ge.errors.ShapeError, match="choose.*same rank"):
+        ge.parse_onnx(proto)
+
+
 def test_loop_carried_value_that_grows_every_iteration():
     body = helper.make_graph(
         [helper.make_node("Concat", ["rows", "extra"], ["rows_out"], axis=0),
