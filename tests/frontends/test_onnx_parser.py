@@ -115,3 +115,45 @@ def test_backend_module_interface():
     assert out.shape == (1, 3, 2)
     (out,) = ge.backend.run_model(tiny_model(), {"x": -np.ones((1, 3, 1), np.float32)})
     assert out.sum() == 0
+
+
+def _weights_model() -> onnx.ModelProto:
+    rng = np.random.default_rng(5)
+    arrays = {"w32": rng.standard_normal((3, 4)).astype(np.float32),
+              "w16": rng.standard_normal((4,)).astype(np.float16),
+              "ids": np.arange(6, dtype=np.int64).reshape(2, 3),
+              "flags": np.array([True, False])}
+    nodes = [helper.make_node("MatMul", ["x", "w32"], ["y"]),
+             helper.make_node("Identity", ["w16"], ["h"]),
+             helper.make_node("Identity", ["ids"], ["i"]),
+             helper.make_node("Identity", ["flags"], ["f"])]
+    graph = helper.make_graph(
+        nodes, "weights", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info(n, t, None) for n, t in
+         (("y", TensorProto.FLOAT), ("h", TensorProto.FLOAT16), ("i", TensorProto.INT64),
+          ("f", TensorProto.BOOL))],
+        [numpy_helper.from_array(a, n) for n, a in arrays.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_weights_are_read_in_place_from_the_model_bytes_and_equal_onnx_s_reading():
+    proto = _weights_model()
+    data = proto.SerializeToString()
+    graph = ge.parse_onnx(data)
+    whole = np.frombuffer(data, np.uint8)
+    for tensor in proto.graph.initializer:
+        array = graph.node(tensor.name).attrs["value"].numpy()
+        expected = numpy_helper.to_array(tensor)
+        assert array.dtype == expected.dtype and np.array_equal(array, expected)
+        assert not array.flags.writeable
+        if tensor.data_type != TensorProto.BOOL:  # bool is read the usual way
+            assert np.shares_memory(array, whole), tensor.name  # no copy was made
+
+
+def test_the_wire_walk_gives_up_on_bytes_it_does_not_understand():
+    from ge.frontends.onnx.wire import raw_data_views
+
+    data = _weights_model().SerializeToString()
+    assert set(raw_data_views(data)) == {"w32", "w16", "ids", "flags"}
+    for broken in (data[: len(data) // 2], b"\xff" * 40, b"\x3b\x01"):
+        assert raw_data_views(broken) == {}

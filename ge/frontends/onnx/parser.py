@@ -20,6 +20,7 @@ import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
 from onnx import numpy_helper
+from onnx.external_data_helper import load_external_data_for_model
 
 from ge.errors import GEError, GraphError, ModelFormatError, UnsupportedOpError
 from ge.frontends.onnx import (  # noqa: F401 - each module registers translators
@@ -36,6 +37,7 @@ from ge.frontends.onnx import (  # noqa: F401 - each module registers translator
 from ge.frontends.onnx.context import NodeContext, Scope, find_translator
 from ge.frontends.onnx.dtypes import from_onnx_dtype
 from ge.frontends.onnx.legacy import prepare_legacy
+from ge.frontends.onnx.wire import raw_data_views
 from ge.ir import DIMENSION_NAMES_ARE_HINTS, Graph, Tensor, Value, collector_paused
 from ge.ir.tensor import Dim
 from ge.ops import create_node
@@ -49,16 +51,24 @@ MIN_OPSET = 7
 
 def load_model(model: ModelSource) -> onnx.ModelProto:
     """Read a model, with its external data; ``ModelFormatError`` if it is not ONNX."""
+    return _load(model)[0]
+
+
+def _load(model: ModelSource) -> tuple[onnx.ModelProto, Optional[bytes]]:
+    """The model, and its serialized bytes when they were read here (None for a proto)."""
     if isinstance(model, onnx.ModelProto):
-        return model
+        return model, None
     try:
         if isinstance(model, (bytes, bytearray)):
-            proto = onnx.load_from_string(bytes(model))
+            data = bytes(model)
+            proto = onnx.load_from_string(data)
         else:
             path = Path(model)
             if not path.is_file():
                 raise ModelFormatError(f"{path}: no such model file")
-            proto = onnx.load(str(path))
+            data = path.read_bytes()
+            proto = onnx.load_from_string(data)
+            load_external_data_for_model(proto, str(path.parent))  # as onnx.load does
     except (DecodeError, RuntimeError, ValueError, OSError) as error:
         if isinstance(error, ModelFormatError):
             raise
@@ -66,7 +76,7 @@ def load_model(model: ModelSource) -> onnx.ModelProto:
             from error
     if not proto.HasField("graph"):
         raise ModelFormatError("the ONNX model has no graph (is the file truncated?)")
-    return proto
+    return proto, data
 
 
 def _opsets(proto: onnx.ModelProto) -> dict[str, int]:
@@ -124,12 +134,15 @@ def parse_onnx(model: ModelSource, *, name: Optional[str] = None) -> Graph:
     Raises ``ModelFormatError`` for a malformed model and ``UnsupportedOpError``
     listing every op type GE cannot translate.
     """
-    proto = _upgrade(load_model(model))
+    loaded, data = _load(model)
+    proto = _upgrade(loaded)
     check_supported(proto.graph)
     graph = Graph(name or proto.graph.name or "onnx_model")
     reserved = _value_names(proto.graph)
     scope = Scope(graph, reserved=reserved)
     builder = _GraphBuilder(_opsets(proto))
+    if data is not None and proto is loaded:
+        builder.raw_views = raw_data_views(data)  # the weights, read in place
     with collector_paused():
         builder.build(scope, proto.graph, "graph")
     graph.metadata["onnx_opset"] = _opsets(proto).get("", 0)
@@ -162,6 +175,20 @@ def _dims(shape_proto: onnx.TensorShapeProto) -> list[Dim]:
         else:
             dims.append(-1)
     return dims
+
+
+def _in_place(tensor: onnx.TensorProto, raw: Optional[memoryview],
+              where: str) -> Optional[np.ndarray]:
+    """The tensor's data read straight from the serialized model's bytes (no copy), or None
+    when it is not plain little-endian raw data of the size its dims say."""
+    dtype = _PLAIN_RAW.get(tensor.data_type)
+    if raw is None or dtype is None or not tensor.HasField("raw_data"):
+        return None
+    from_onnx_dtype(tensor.data_type, where)
+    if len(raw) != dtype.itemsize * int(np.prod(tensor.dims, dtype=np.int64)):
+        return None
+    array = np.frombuffer(raw, dtype=dtype).reshape(tuple(tensor.dims))
+    return array if dtype.isnative else array.astype(dtype.newbyteorder("="))
 
 
 def tensor_array(tensor: onnx.TensorProto, where: str) -> np.ndarray:
@@ -227,6 +254,8 @@ class _GraphBuilder:
         self.opsets = opsets
         self._declared: dict[str, list[Dim]] = {}
         self._input_names: set[str] = set()  # the symbols the model's inputs declare
+        #: main-graph initializer name -> its raw bytes inside the serialized model
+        self.raw_views: dict[str, memoryview] = {}
 
     def build(self, scope: Scope, proto: onnx.GraphProto, where: str) -> Graph:
         outer, self._declared = self._declared, _declared_dims(proto)
@@ -244,10 +273,13 @@ class _GraphBuilder:
         return self.build(scope, proto, where)
 
     def _add_initializers(self, scope: Scope, proto: onnx.GraphProto, where: str) -> None:
+        views = self.raw_views if scope.parent is None else {}
         for tensor in proto.initializer:
-            array = np.require(tensor_array(tensor, f"{where} initializer {tensor.name!r}"),
-                               requirements="C")
-            array.setflags(write=False)  # the array is new: the tensor takes it, no copy
+            label = f"{where} initializer {tensor.name!r}"
+            array = _in_place(tensor, views.get(tensor.name), label)
+            if array is None:
+                array = np.require(tensor_array(tensor, label), requirements="C")
+            array.setflags(write=False)  # the array is new or read-only: the tensor takes it
             node = create_node("Const", [], {"value": Tensor.wrap(array)}, tensor.name,
                                scope.graph)
             node.outputs[0].name = tensor.name
