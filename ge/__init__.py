@@ -8,6 +8,7 @@ from ge import errors, graphpass
 from ge import ops as _ops  # noqa: F401 - registers every op
 from ge.builder import OperatorFactory, constant
 from ge.compiler import Executable, compile
+from ge.compiler.model_file import load, save
 from ge.ir import DataType, Format, Graph, Node, Tensor, TensorDesc, Value
 from ge.session import Session
 
@@ -35,6 +36,6 @@ def export_onnx(graph, path=None, **options):
 
 __all__ = [
     "DataType", "Executable", "Format", "Graph", "Node", "OperatorFactory", "Session", "Tensor",
-    "TensorDesc", "Value", "compile", "constant", "errors", "export_onnx", "graphpass",
-    "parse_onnx",
+    "TensorDesc", "Value", "compile", "constant", "errors", "export_onnx", "graphpass", "load",
+    "parse_onnx", "save",
 ]

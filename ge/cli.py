@@ -6,12 +6,14 @@
     ge run MODEL [--check]      run on random inputs (or --inputs FILE.npz), summarise the
                                 outputs; --check also runs onnxruntime and prints the max error
     ge compile MODEL [--report] compile (--opt-level N, default 3; --verify checks every pass
-                                numerically); --report prints what each pass did; -o FILE.json
-                                writes the optimized graph
+                                numerically); --report prints what each pass did; -o FILE.gem
+                                writes the offline model (ge run takes it, no recompiling),
+                                -o FILE.json the optimized graph
     ge verify MODEL             compile with every pass verified on the reference interpreter;
                                 says which pass broke the outputs, at which node, if any
 
-MODEL is an ONNX file (``.onnx``) or a GE graph in its JSON form (``.json``).
+MODEL is an ONNX file (``.onnx``) or a GE graph in its JSON form (``.json``); ``ge run``
+and ``ge info`` also take an offline model (``.gem``).
 """
 
 from __future__ import annotations
@@ -35,13 +37,17 @@ from ge.passes.verify import DEFAULT_ATOL, DEFAULT_RTOL
 
 
 def load_graph(path: str) -> Graph:
-    """Read a model file: ONNX (``.onnx``) or GE's JSON form (``.json``)."""
+    """Read a model file: ONNX (``.onnx``), GE's JSON form (``.json``), or the graph an
+    offline model (``.gem``) holds (already optimized)."""
     file = Path(path)
+    if file.suffix == ".gem":
+        return ge.load(file).graph
     if file.suffix == ".json":
         return Graph.from_json(file.read_bytes())
     if file.suffix == ".onnx":
         return ge.parse_onnx(file)
-    raise ge.errors.ModelFormatError(f"{path}: GE reads .onnx models and .json graphs")
+    raise ge.errors.ModelFormatError(f"{path}: GE reads .onnx models, .json graphs and .gem "
+                                     f"offline models")
 
 
 def graph_info(graph: Graph) -> str:
@@ -121,13 +127,21 @@ def _print_failures(report: dict[str, Any]) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> None:
-    graph = load_graph(args.model)
+    if args.model.endswith(".gem"):
+        started = time.perf_counter()
+        executable = ge.load(args.model)
+        print(f"loaded {args.model} in {(time.perf_counter() - started) * 1e3:.1f} ms "
+              f"(compiled at opt_level {executable.report.get('opt_level')})")
+        graph = executable.graph
+    else:
+        graph = load_graph(args.model)
+        executable = ge.compile(graph)
     if args.inputs:
         with np.load(args.inputs, allow_pickle=False) as archive:
             feeds = {name: archive[name] for name in archive.files}
     else:
         feeds = random_feeds(graph, args.batch)
-    session = ge.Session(ge.compile(graph))
+    session = ge.Session(executable)
     started = time.perf_counter()
     outputs = session.run(feeds)
     print(f"ran in {(time.perf_counter() - started) * 1e3:.2f} ms")
@@ -172,7 +186,10 @@ def _cmd_compile(args: argparse.Namespace) -> None:
         _print_failures(report)
     if args.verify:
         print(f"verified: every pass kept the outputs (rtol {DEFAULT_RTOL}, atol {DEFAULT_ATOL})")
-    if args.output:
+    if args.output and args.output.endswith(".gem"):
+        ge.save(executable, args.output)
+        print(f"wrote the offline model to {args.output}")
+    elif args.output:
         Path(args.output).write_text(executable.graph.to_json())
         print(f"wrote the optimized graph to {args.output}")
 
@@ -225,7 +242,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     compiling.add_argument("--report", action="store_true", help="print what each pass did")
     compiling.add_argument("--verify", action="store_true",
                            help="check every pass on the reference interpreter")
-    compiling.add_argument("-o", "--output", help="write the optimized graph (.json)")
+    compiling.add_argument("-o", "--output", help="write the offline model (.gem) or the "
+                           "optimized graph (.json)")
     _add_level(compiling)
     compiling.set_defaults(handler=_cmd_compile)
     verify = commands.add_parser("verify", help="find the pass, if any, that changes the outputs")
