@@ -161,9 +161,9 @@ def test_if_branches_with_different_symbolic_shapes():
     assert ge.parse_onnx(proto).outputs[0].shape == (-1, 3)
 
 
-def test_if_branches_of_different_ranks_are_refused_naming_the_node():
-    # a limit of GE's IR (every value has one rank), stated in the README: onnxruntime
-    # runs this model, GE says clearly that it does not
+def test_an_if_whose_output_rank_is_the_graphs_output_rank_is_refused_naming_the_node():
+    # the graph's own output would have no single rank: GE's outputs have one, so GE says
+    # clearly that it does not run this model (onnxruntime does)
     then_branch = helper.make_graph([helper.make_node("ReduceSum", ["x"], ["summed"],
                                                       keepdims=0)],
                                     "then", [], [tensor("summed", FLOAT, None)])
@@ -174,8 +174,67 @@ def test_if_branches_of_different_ranks_are_refused_naming_the_node():
     proto = model(nodes, [tensor("x", FLOAT, ["N", 3]), tensor("flag", BOOL, [])],
                   [tensor("y", FLOAT, None)])
     onnxruntime_run(proto, {"x": random(2, 3), "flag": np.array(True)})
-    with pytest.raises(ge.errors.ShapeError, match="choose.*same rank"):
+    with pytest.raises(ge.errors.ShapeError, match="'choose'.*outputs to agree in rank"):
         ge.parse_onnx(proto)
+
+
+def rank_changing_if(name, flag, source, outputs):
+    """If(flag) {ReduceSum(source) (rank 0)} else {Identity(source) (rank 2)} -> outputs."""
+    then_branch = helper.make_graph([helper.make_node("ReduceSum", [source], [f"{name}_s"],
+                                                      keepdims=0)],
+                                    f"{name}_then", [], [tensor(f"{name}_s", FLOAT, None)])
+    else_branch = helper.make_graph([helper.make_node("Identity", [source], [f"{name}_i"])],
+                                    f"{name}_else", [], [tensor(f"{name}_i", FLOAT, None)])
+    return helper.make_node("If", [flag], outputs, name=name, then_branch=then_branch,
+                            else_branch=else_branch)
+
+
+def test_an_if_whose_branches_differ_in_rank_carries_the_rest_of_the_graph_with_it():
+    # the If's output has rank 0 or 2; what follows (Mul, ReduceMax to a scalar) is typed
+    # once per branch by moving it into the branches
+    nodes = [rank_changing_if("choose", "flag", "x", ["y"]),
+             helper.make_node("Mul", ["y", "x"], ["scaled"]),
+             helper.make_node("ReduceMax", ["scaled"], ["top"], keepdims=0),
+             rank_changing_if("again", "flag2", "scaled", ["z"]),
+             helper.make_node("Add", ["z", "top"], ["sum"]),
+             helper.make_node("ReduceSum", ["sum"], ["out"], keepdims=0)]
+    proto = model(nodes, [tensor("x", FLOAT, ["N", 3]), tensor("flag", BOOL, []),
+                          tensor("flag2", BOOL, [])],
+                  [tensor("top", FLOAT, []), tensor("out", FLOAT, [])])
+    graph = ge.parse_onnx(proto)
+    assert [node.op_type for node in graph.nodes if node.op_type == "If"] == ["If"]
+    for flag in (True, False):
+        for flag2 in (True, False):
+            for rows in (2, 5):
+                feeds = {"x": random(rows, 3, seed=rows), "flag": np.array(flag),
+                         "flag2": np.array(flag2)}
+                assert_agree(proto, feeds)
+
+
+def test_torchscript_if_returning_different_ranks_runs_as_onnxruntime_runs_it():
+    import io
+    import warnings
+
+    import torch
+
+    class RankByRows(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if x.shape[0] > 3:
+                y = x.sum(0)
+            else:
+                y = x * 2
+            return y.sum() + y.mean()
+
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(torch.jit.script(RankByRows()), (torch.randn(5, 3),), buffer,
+                          dynamo=False, input_names=["x"], output_names=["out"],
+                          dynamic_axes={"x": {0: "rows"}}, opset_version=17)
+    proto = onnx.load_from_string(buffer.getvalue())
+    assert any(node.op_type == "If" for node in proto.graph.node)
+    for rows in (2, 5):
+        assert_agree(proto, {"x": random(rows, 3, seed=rows)})
 
 
 def test_loop_carried_value_that_grows_every_iteration():

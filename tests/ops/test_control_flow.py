@@ -103,7 +103,7 @@ def test_if_branches_of_different_sizes_merge_to_unknown() -> None:
         _compare(model, {"cond": np.array(cond)})
 
 
-def test_if_branches_of_different_ranks_are_refused() -> None:
+def test_if_whose_output_differs_in_rank_and_is_the_graphs_output_is_refused() -> None:
     then_graph = helper.make_graph(
         [helper.make_node("Identity", ["x"], ["a"])], "then", [], [_info("a", FLOAT, None)])
     else_graph = helper.make_graph(
@@ -113,7 +113,7 @@ def test_if_branches_of_different_ranks_are_refused() -> None:
                                      else_branch=else_graph)],
                    [_info("cond", BOOL, []), _info("x", FLOAT, [2, 3])],
                    [_info("y", FLOAT, [2, 3])])
-    with pytest.raises(ShapeError, match="If node .*same rank"):
+    with pytest.raises(ShapeError, match="If node .*outputs to agree in rank"):
         parse_onnx(model)
 
 

@@ -27,6 +27,7 @@ import onnx
 from onnx import numpy_helper
 
 from ge.errors import GEError
+from ge.frontends.onnx.branches import RankChangingIf
 from ge.frontends.onnx.context import NodeContext, Scope, translator
 from ge.frontends.onnx.dtypes import to_onnx_dtype
 from ge.ir import DataType, Graph, Node, Tensor, TensorDesc, Value
@@ -311,6 +312,14 @@ def if_(ctx: NodeContext) -> Outputs:
     _align_captures(then_graph, then_captured, union)
     _align_captures(else_graph, else_captured, union)
     _promote_scalar_outputs(then_graph, else_graph)
+    for index, (then_value, else_value) in enumerate(zip(then_graph.outputs,
+                                                         else_graph.outputs)):
+        if then_value.rank != else_value.rank:
+            raise RankChangingIf(
+                f"ONNX If node {ctx.name!r}: output {index} has rank {then_value.rank} in "
+                f"then_branch and {else_value.rank} in else_branch; a GE value has one rank, "
+                f"so the rest of the graph is moved into the branches (see branches.py), "
+                f"which needs the graph's outputs to agree in rank", ctx.proto.name)
     if cond.dtype is not DataType.DT_BOOL:
         cond = ctx.value("Cast", [cond], {"dtype": DataType.DT_BOOL})
     node = ctx.op("If", [cond, *union], {"then_branch": then_graph, "else_branch": else_graph})

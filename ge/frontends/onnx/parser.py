@@ -22,7 +22,7 @@ from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 from onnx.external_data_helper import load_external_data_for_model
 
-from ge.errors import GEError, GraphError, ModelFormatError, UnsupportedOpError
+from ge.errors import GEError, GraphError, ModelFormatError, ShapeError, UnsupportedOpError
 from ge.frontends.onnx import (  # noqa: F401 - each module registers translators
     ops_attention,
     ops_contrib,
@@ -33,6 +33,12 @@ from ge.frontends.onnx import (  # noqa: F401 - each module registers translator
     ops_quant,
     ops_rnn,
     ops_tensor,
+)
+from ge.frontends.onnx.branches import (
+    MAX_REWRITES,
+    RankChangingIf,
+    name_every_node,
+    sink_continuation,
 )
 from ge.frontends.onnx.context import NodeContext, Scope, find_translator
 from ge.frontends.onnx.dtypes import from_onnx_dtype
@@ -137,20 +143,42 @@ def parse_onnx(model: ModelSource, *, name: Optional[str] = None) -> Graph:
     loaded, data = _load(model)
     proto = _upgrade(loaded)
     check_supported(proto.graph)
-    graph = Graph(name or proto.graph.name or "onnx_model")
-    reserved = _value_names(proto.graph)
-    scope = Scope(graph, reserved=reserved)
-    builder = _GraphBuilder(_opsets(proto))
-    if data is not None and proto is loaded:
-        builder.raw_views = raw_data_views(data)  # the weights, read in place
-    with collector_paused():
-        builder.build(scope, proto.graph, "graph")
+    views = raw_data_views(data) if data is not None and proto is loaded else {}
+    for rewrites in range(MAX_REWRITES + 2):
+        try:
+            graph = _build(proto, name, views)
+            break
+        except RankChangingIf as error:
+            if rewrites == 0:  # a private copy, every node named, to rewrite
+                proto = _copy_model(proto)
+                name_every_node(proto)
+                if not error.node:
+                    continue
+            if rewrites > MAX_REWRITES or not sink_continuation(proto, error.node):
+                raise ShapeError(str(error)) from None
     graph.metadata["onnx_opset"] = _opsets(proto).get("", 0)
     # a dim_param says which sizes an exporter expected equal; onnxruntime does not enforce
     # it, so a run whose feeds disagree gets a plan of its own (see ge.compiler.specialize)
     graph.metadata[DIMENSION_NAMES_ARE_HINTS] = True
     graph.metadata["onnx_producer"] = proto.producer_name
     return graph
+
+
+def _build(proto: onnx.ModelProto, name: Optional[str],
+           views: dict[str, memoryview]) -> Graph:
+    graph = Graph(name or proto.graph.name or "onnx_model")
+    scope = Scope(graph, reserved=_value_names(proto.graph))
+    builder = _GraphBuilder(_opsets(proto))
+    builder.raw_views = views  # the weights, read in place
+    with collector_paused():
+        builder.build(scope, proto.graph, "graph")
+    return graph
+
+
+def _copy_model(proto: onnx.ModelProto) -> onnx.ModelProto:
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    return copy
 
 
 def _value_names(graph: onnx.GraphProto) -> set[str]:
@@ -335,7 +363,7 @@ class _GraphBuilder:
         try:
             with scope.graph.recording() as added:
                 outputs = list(translate(ctx))
-        except (UnsupportedOpError, ModelFormatError):
+        except (UnsupportedOpError, ModelFormatError, RankChangingIf):
             raise
         except GEError as error:
             raise type(error)(f"{where}: {error}") from error
