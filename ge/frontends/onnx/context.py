@@ -166,6 +166,14 @@ class NodeContext:
         """Input ``index``, or None when absent."""
         return self.inputs[index] if index < len(self.inputs) else None
 
+    def required(self, index: int) -> Value:
+        """Input ``index``, which the op needs: ``UnsupportedOpError`` naming the node if the
+        model leaves it out."""
+        value = self.input(index)
+        if value is None:
+            raise self.unsupported(f"input {index} is required")
+        return value
+
     def constant_input(self, index: int) -> Optional[np.ndarray]:
         """The data of input ``index`` when a constant produces it."""
         return const_value(self.input(index))

@@ -33,12 +33,6 @@ Outputs = Sequence[Optional[Value]]
 _MS = "com.microsoft"
 
 
-def _required(ctx: NodeContext, index: int) -> Value:
-    value = ctx.input(index)
-    if value is None:
-        raise ctx.unsupported(f"input {index} is required")
-    return value
-
 
 def scalar(ctx: NodeContext, number: float, like: Value) -> Value:
     """A scalar constant of ``like``'s dtype."""
@@ -71,7 +65,7 @@ def fused_conv(ctx: NodeContext) -> Outputs:
     result = delegate(ctx, "Conv", ctx.inputs[:3], attrs)[0]
     assert result is not None
     if ctx.input(3) is not None:
-        result = ctx.value("Add", [result, _required(ctx, 3)])
+        result = ctx.value("Add", [result, ctx.required(3)])
     return [apply_activation(ctx, result, ctx.attr("activation", ""),
                              ctx.attr("activation_params", []))]
 
@@ -100,7 +94,7 @@ def _batch_transposed(ctx: NodeContext, x: Value, transpose: bool) -> Value:
 @translator("FusedMatMul", domain=_MS)
 def fused_matmul(ctx: NodeContext) -> Outputs:
     """``FusedMatMul``: alpha * A' @ B' with optional (batch) transposes of A and B."""
-    a, b = _required(ctx, 0), _required(ctx, 1)
+    a, b = ctx.required(0), ctx.required(1)
     trans_a, trans_b = bool(ctx.attr("transA", 0)), bool(ctx.attr("transB", 0))
     if ctx.attr("transBatchA", 0):
         a, trans_a = _batch_transposed(ctx, a, trans_a), False
@@ -143,28 +137,28 @@ def _tanh_gelu(ctx: NodeContext, x: Value) -> Value:
 @translator("Gelu", domain=_MS)
 def contrib_gelu(ctx: NodeContext) -> Outputs:
     """``Gelu`` (contrib): the exact, erf-based GELU."""
-    return [gelu(ctx, _required(ctx, 0))]
+    return [gelu(ctx, ctx.required(0))]
 
 
 @translator("BiasGelu", domain=_MS)
 def bias_gelu(ctx: NodeContext) -> Outputs:
     """``BiasGelu``: GELU(A + B)."""
-    return [gelu(ctx, ctx.value("Add", [_required(ctx, 0), _required(ctx, 1)]))]
+    return [gelu(ctx, ctx.value("Add", [ctx.required(0), ctx.required(1)]))]
 
 
 @translator("FastGelu", domain=_MS)
 def fast_gelu(ctx: NodeContext) -> Outputs:
     """``FastGelu``: the tanh approximation of GELU(X + bias)."""
-    x = _required(ctx, 0)
+    x = ctx.required(0)
     if ctx.input(1) is not None:
-        x = ctx.value("Add", [x, _required(ctx, 1)])
+        x = ctx.value("Add", [x, ctx.required(1)])
     return [_tanh_gelu(ctx, x)]
 
 
 @translator("QuickGelu", domain=_MS)
 def quick_gelu(ctx: NodeContext) -> Outputs:
     """``QuickGelu``: x * sigmoid(alpha * x), alpha = 1.702 by default."""
-    x = _required(ctx, 0)
+    x = ctx.required(0)
     scaled = ctx.value("Mul", [x, scalar(ctx, float(ctx.attr("alpha", 1.702)), x)])
     return [ctx.value("Mul", [x, ctx.value("Sigmoid", [scaled])])]
 
@@ -172,8 +166,8 @@ def quick_gelu(ctx: NodeContext) -> Outputs:
 @translator("BiasAdd", domain=_MS)
 def contrib_bias_add(ctx: NodeContext) -> Outputs:
     """``BiasAdd`` (contrib): X + bias + skip."""
-    total = ctx.value("Add", [_required(ctx, 0), _required(ctx, 1)])
-    return [ctx.value("Add", [total, _required(ctx, 2)])]
+    total = ctx.value("Add", [ctx.required(0), ctx.required(1)])
+    return [ctx.value("Add", [total, ctx.required(2)])]
 
 
 # -- layer normalizations ---------------------------------------------------------------
@@ -225,7 +219,7 @@ def _layer_norm(ctx: NodeContext, x: Value, scale: Value, bias: Optional[Value],
 @translator("LayerNormalization", domain=_MS)
 def contrib_layer_normalization(ctx: NodeContext) -> Outputs:
     """``LayerNormalization`` (contrib form): ONNX's, with its mean and inverse std."""
-    return _layer_norm(ctx, _required(ctx, 0), _required(ctx, 1), ctx.input(2),
+    return _layer_norm(ctx, ctx.required(0), ctx.required(1), ctx.input(2),
                        int(ctx.attr("axis", -1)), float(ctx.attr("epsilon", 1e-5)))
 
 
@@ -233,14 +227,14 @@ def contrib_layer_normalization(ctx: NodeContext) -> Outputs:
 @translator("SimplifiedLayerNormalization", domain=_MS)
 def simplified_layer_normalization(ctx: NodeContext) -> Outputs:
     """``SimplifiedLayerNormalization`` (RMS norm): x / sqrt(mean(x^2) + eps) * scale."""
-    y, inverse = _rms_norm(ctx, _required(ctx, 0), _required(ctx, 1),
+    y, inverse = _rms_norm(ctx, ctx.required(0), ctx.required(1),
                            int(ctx.attr("axis", -1)), float(ctx.attr("epsilon", 1e-5)))
     return [y, inverse]
 
 
 def _skip_sum(ctx: NodeContext) -> Value:
     """input + skip (+ bias): the residual sum the skip normalizations start from."""
-    total = ctx.value("Add", [_required(ctx, 0), _required(ctx, 1)])
+    total = ctx.value("Add", [ctx.required(0), ctx.required(1)])
     bias_index = 4 if ctx.op_type == "SkipLayerNormalization" else 3
     bias = ctx.input(bias_index)
     return total if bias is None else ctx.value("Add", [total, bias])
@@ -251,7 +245,7 @@ def skip_layer_normalization(ctx: NodeContext) -> Outputs:
     """``SkipLayerNormalization``: LayerNorm(input + skip + bias) over the last axis;
     outputs y, mean, inverse std and the sum itself."""
     total = _skip_sum(ctx)
-    outputs = _layer_norm(ctx, total, _required(ctx, 2), ctx.input(3), -1,
+    outputs = _layer_norm(ctx, total, ctx.required(2), ctx.input(3), -1,
                           float(ctx.attr("epsilon", 1e-12)))
     return outputs + [total]
 
@@ -261,7 +255,7 @@ def skip_simplified_layer_normalization(ctx: NodeContext) -> Outputs:
     """``SkipSimplifiedLayerNormalization``: RMSNorm(input + skip + bias); outputs y,
     (no mean), inverse RMS and the sum."""
     total = _skip_sum(ctx)
-    y, inverse = _rms_norm(ctx, total, _required(ctx, 2), -1, float(ctx.attr("epsilon", 1e-12)))
+    y, inverse = _rms_norm(ctx, total, ctx.required(2), -1, float(ctx.attr("epsilon", 1e-12)))
     if ctx.wants_output(1):
         raise ctx.unsupported("output 1 (mean) is not defined for the simplified form")
     return [y, None, inverse, total]
@@ -273,8 +267,8 @@ def skip_simplified_layer_normalization(ctx: NodeContext) -> Outputs:
 
 def _embedding_sum(ctx: NodeContext, ids: Value) -> Value:
     """word[input_ids] + position[position_ids or 0..S-1] (+ segment[segment_ids])."""
-    words = ctx.value("Gather", [_required(ctx, 2), ids], {"axis": 0})
-    table = _required(ctx, 3)
+    words = ctx.value("Gather", [ctx.required(2), ids], {"axis": 0})
+    table = ctx.required(3)
     position_ids = ctx.input(8)
     if position_ids is not None:
         positions = ctx.value("Gather", [table, position_ids], {"axis": 0})
@@ -284,7 +278,7 @@ def _embedding_sum(ctx: NodeContext, ids: Value) -> Value:
                                         ctx.const(np.asarray([0], np.int64))])
     total = ctx.value("Add", [words, positions])
     if ctx.input(1) is not None and ctx.input(4) is not None:
-        segments = ctx.value("Gather", [_required(ctx, 4), _required(ctx, 1)], {"axis": 0})
+        segments = ctx.value("Gather", [ctx.required(4), ctx.required(1)], {"axis": 0})
         total = ctx.value("Add", [total, segments])
     return total
 
@@ -293,9 +287,9 @@ def _embedding_sum(ctx: NodeContext, ids: Value) -> Value:
 def embed_layer_normalization(ctx: NodeContext) -> Outputs:
     """``EmbedLayerNormalization``: LayerNorm of the word, position and segment
     embeddings' sum; the mask index is the number of ones in each mask row."""
-    ids = _required(ctx, 0)
+    ids = ctx.required(0)
     total = _embedding_sum(ctx, ids)
-    y = ctx.value("LayerNormalization", [total, _required(ctx, 5), ctx.input(6)],
+    y = ctx.value("LayerNormalization", [total, ctx.required(5), ctx.input(6)],
                   {"axis": -1, "epsilon": float(ctx.attr("epsilon", 1e-12))})
     mask_index: Optional[Value] = None
     if ctx.wants_output(1):

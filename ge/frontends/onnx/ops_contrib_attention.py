@@ -43,12 +43,6 @@ def _const_ints(ctx: NodeContext, values: Sequence[int]) -> Value:
     return ctx.const(np.asarray(values, np.int64))
 
 
-def _required_input(ctx: NodeContext, index: int) -> Value:
-    value = ctx.input(index)
-    if value is None:
-        raise ctx.unsupported(f"input {index} is required")
-    return value
-
 
 def split_heads(ctx: NodeContext, x: Value, heads: int) -> Value:
     """[B, S, heads * H] as [B, heads, S, H]."""
@@ -527,7 +521,7 @@ def decoder_masked_multi_head_attention(ctx: NodeContext) -> Outputs:
     present_k: Optional[Value] = None
     present_v: Optional[Value] = None
     if key is None or value is None:
-        k, v = _required_input(ctx, 1), _required_input(ctx, 2)
+        k, v = ctx.required(1), ctx.required(2)
     else:
         past_k, past_v, length = ctx.input(5), ctx.input(6), ctx.input(7)
         if past_k is None or past_v is None or length is None:
@@ -550,6 +544,6 @@ def decoder_masked_multi_head_attention(ctx: NodeContext) -> Outputs:
                                    _const_ints(ctx, [1])])
         terms.append(core.raw_mask(mask))
     if ctx.input(4) is not None:
-        terms.append(_required_input(ctx, 4))
+        terms.append(ctx.required(4))
     output = core.attend(q, k, v, _scale(ctx, _head_size(ctx, q.shape[3], 1)), terms)
     return [merge_heads(ctx, output), present_k, present_v]

@@ -32,12 +32,6 @@ Outputs = Sequence[Optional[Value]]
 _MS = "com.microsoft"
 
 
-def _required(ctx: NodeContext, index: int) -> Value:
-    value = ctx.input(index)
-    if value is None:
-        raise ctx.unsupported(f"input {index} is required")
-    return value
-
 
 def _as_onnx(ctx: NodeContext, op_type: str, inputs: Sequence[Optional[Value]],
              attrs: dict[str, Any], opset: Optional[int] = None) -> Outputs:
@@ -60,8 +54,8 @@ def _as_onnx(ctx: NodeContext, op_type: str, inputs: Sequence[Optional[Value]],
 def qlinear_average_pool(ctx: NodeContext) -> Outputs:
     """``QLinearAveragePool``: quantize(AveragePool(dequantize(X))); NHWC data when
     ``channels_last``."""
-    x = _required(ctx, 0)
-    real = dequantized(ctx, x, _required(ctx, 1), ctx.input(2))
+    x = ctx.required(0)
+    real = dequantized(ctx, x, ctx.required(1), ctx.input(2))
     channels_last = bool(ctx.attr("channels_last", 0))
     rank = len(x.shape)
     if channels_last:
@@ -71,7 +65,7 @@ def qlinear_average_pool(ctx: NodeContext) -> Outputs:
     assert pooled is not None
     if channels_last:
         pooled = ctx.value("Transpose", [pooled], {"perm": [0] + list(range(2, rank)) + [1]})
-    return [quantized(ctx, pooled, _required(ctx, 3), ctx.input(4), x)]
+    return [quantized(ctx, pooled, ctx.required(3), ctx.input(4), x)]
 
 
 @translator("QLinearSoftmax", domain=_MS)
@@ -79,25 +73,25 @@ def qlinear_softmax(ctx: NodeContext) -> Outputs:
     """``QLinearSoftmax``: quantize(Softmax(dequantize(X))), with the axis (default -1)
     meaning what it does in the Softmax opset named by ``opset`` (before 13: the rows of
     the input flattened to 2-D there)."""
-    x = _required(ctx, 0)
-    real = dequantized(ctx, x, _required(ctx, 1), ctx.input(2))
+    x = ctx.required(0)
+    real = dequantized(ctx, x, ctx.required(1), ctx.input(2))
     opset = ctx.attr("opset")
     if not isinstance(opset, int):
         raise ctx.unsupported("attribute 'opset' (the Softmax opset it follows) is required")
     probabilities = _as_onnx(ctx, "Softmax", [real], {"axis": ctx.attr("axis", -1)}, opset)[0]
     assert probabilities is not None
-    return [quantized(ctx, probabilities, _required(ctx, 3), ctx.input(4), x)]
+    return [quantized(ctx, probabilities, ctx.required(3), ctx.input(4), x)]
 
 
 @translator("QLinearWhere", domain=_MS)
 def qlinear_where(ctx: NodeContext) -> Outputs:
     """``QLinearWhere``: quantize(Where(condition, dequantize(X), dequantize(Y)))."""
-    x = _required(ctx, 1)
+    x = ctx.required(1)
     chosen = ctx.value("Where", [
-        _required(ctx, 0),
-        dequantized(ctx, x, _required(ctx, 2), ctx.input(3)),
-        dequantized(ctx, _required(ctx, 4), _required(ctx, 5), ctx.input(6))])
-    return [quantized(ctx, chosen, _required(ctx, 7), ctx.input(8), x)]
+        ctx.required(0),
+        dequantized(ctx, x, ctx.required(2), ctx.input(3)),
+        dequantized(ctx, ctx.required(4), ctx.required(5), ctx.input(6))])
+    return [quantized(ctx, chosen, ctx.required(7), ctx.input(8), x)]
 
 
 # -- DynamicQuantizeLSTM ----------------------------------------------------------------
@@ -118,7 +112,7 @@ def dynamic_quantize_lstm(ctx: NodeContext) -> Outputs:
     if ctx.attr("layout", 0):
         raise ctx.unsupported("layout=1 is not supported (nor by onnxruntime)")
     for index in (0, 1, 2, 8, 9, 10, 11):
-        _required(ctx, index)
+        ctx.required(index)
     attrs = {key: value for key, value in ctx.attrs.items() if key in _LSTM_ATTRIBUTES}
     inputs = [ctx.input(index) for index in range(12)]
     return ctx.op("DynamicQuantizeLSTM", inputs, attrs).outputs
@@ -131,13 +125,13 @@ def qattention(ctx: NodeContext) -> Outputs:
     """``QAttention``: ``(input - input_zp) @ (weight - weight_zp)`` exactly, times
     ``input_scale * weight_scale`` (per tensor or per column), plus the bias, is the
     packed QKV projection of onnxruntime's float ``Attention``."""
-    x, weights = _required(ctx, 0), _required(ctx, 1)
+    x, weights = ctx.required(0), ctx.required(1)
     product = ctx.value("MatMul", [widen(ctx, x, ctx.input(6)), widen(ctx, weights, ctx.input(7))])
-    input_scale, weight_scale = _required(ctx, 3), _required(ctx, 4)
+    input_scale, weight_scale = ctx.required(3), ctx.required(4)
     dtype = input_scale.dtype
     scale = ctx.value("Mul", [input_scale, weight_scale])
     projected = ctx.value("Mul", [ctx.value("Cast", [product], {"dtype": dtype}), scale])
-    projected = ctx.value("Add", [projected, _required(ctx, 2)])
+    projected = ctx.value("Add", [projected, ctx.required(2)])
     return self_attention(ctx, projected, ctx.input(5), ctx.input(8), None)
 
 
@@ -154,10 +148,10 @@ def qembed_layer_normalization(ctx: NodeContext) -> Outputs:
         if table is None:
             tables.append(None)
             continue
-        tables.append(dequantized(ctx, table, _required(ctx, index + 6), ctx.input(index + 11)))
+        tables.append(dequantized(ctx, table, ctx.required(index + 6), ctx.input(index + 11)))
     if tables[0] is None or tables[1] is None or tables[3] is None:
         raise ctx.unsupported("the word and position tables and gamma are required")
-    inputs = [_required(ctx, 0), ctx.input(1), *tables, ctx.input(7)]
+    inputs = [ctx.required(0), ctx.input(1), *tables, ctx.input(7)]
     outputs = list(_as_onnx(ctx, "ms:EmbedLayerNormalization", inputs,
                             {"epsilon": ctx.attr("epsilon", 1e-12)}))
     return outputs[:2]
@@ -204,7 +198,7 @@ def gather_block_quantized(ctx: NodeContext) -> Outputs:
         raise ctx.unsupported("the quantized table, scales and zero points must be constants")
     assert arrays[0] is not None and arrays[1] is not None
     table = ctx.const(block_dequantized(ctx, arrays[0], arrays[1], arrays[2]))
-    return [ctx.value("Gather", [table, _required(ctx, 1)],
+    return [ctx.value("Gather", [table, ctx.required(1)],
                       {"axis": int(ctx.attr("gather_axis", 0))})]
 
 
@@ -248,4 +242,4 @@ def matmul_bnb4(ctx: NodeContext) -> Outputs:
     if packed is None or absmax is None:
         raise ctx.unsupported("the quantized weight and its absmax must be constants")
     weights = np.ascontiguousarray(bnb4_weights(ctx, packed, absmax).T)
-    return [ctx.value("MatMul", [_required(ctx, 0), ctx.const(weights)])]
+    return [ctx.value("MatMul", [ctx.required(0), ctx.const(weights)])]

@@ -31,12 +31,6 @@ Outputs = Sequence[Optional[Value]]
 _MS = "com.microsoft"
 
 
-def _required(ctx: NodeContext, index: int) -> Value:
-    value = ctx.input(index)
-    if value is None:
-        raise ctx.unsupported(f"input {index} is required")
-    return value
-
 
 def _dtype_attr(ctx: NodeContext, key: str) -> Optional[DataType]:
     code = ctx.attrs.pop(key, 0)
@@ -141,7 +135,7 @@ def _integer_product(ctx: NodeContext, a: Value, a_zero: Optional[Value], b: Val
 @translator("MatMulInteger")
 def matmul_integer(ctx: NodeContext) -> Outputs:
     """``MatMulInteger``: the exact int32 product of zero-point-shifted 8-bit matrices."""
-    product = _integer_product(ctx, _required(ctx, 0), ctx.input(2), _required(ctx, 1),
+    product = _integer_product(ctx, ctx.required(0), ctx.input(2), ctx.required(1),
                                ctx.input(3))
     return [ctx.value("Cast", [product], {"dtype": DataType.DT_INT32})]
 
@@ -157,10 +151,10 @@ def _row_scale(ctx: NodeContext, scale: Value, a: Value) -> Value:
 @translator("QLinearMatMul", domain=_MS)
 def qlinear_matmul(ctx: NodeContext) -> Outputs:
     """``QLinearMatMul``: the integer product requantized to the output's scale."""
-    a, b = _required(ctx, 0), _required(ctx, 3)
+    a, b = ctx.required(0), ctx.required(3)
     product = _integer_product(ctx, a, ctx.input(2), b, ctx.input(5))
-    multiplier = _multiplier(ctx, _row_scale(ctx, _required(ctx, 1), a), _required(ctx, 4),
-                             _required(ctx, 6))
+    multiplier = _multiplier(ctx, _row_scale(ctx, ctx.required(1), a), ctx.required(4),
+                             ctx.required(6))
     return [requantize(ctx, product, multiplier, ctx.input(7), a.dtype)]
 
 
@@ -185,7 +179,7 @@ def _integer_conv(ctx: NodeContext, x: Value, x_zero: Optional[Value], w: Value,
 @translator("ConvInteger")
 def conv_integer(ctx: NodeContext) -> Outputs:
     """``ConvInteger``: the exact int32 convolution of zero-point-shifted 8-bit tensors."""
-    result = _integer_conv(ctx, _required(ctx, 0), ctx.input(2), _required(ctx, 1),
+    result = _integer_conv(ctx, ctx.required(0), ctx.input(2), ctx.required(1),
                            ctx.input(3), None)
     return [ctx.value("Cast", [result], {"dtype": DataType.DT_INT32})]
 
@@ -195,9 +189,9 @@ def conv_integer(ctx: NodeContext) -> Outputs:
 def qlinear_conv(ctx: NodeContext) -> Outputs:
     """``QLinearConv``: the integer convolution (plus int32 bias) requantized; the weight
     scale and zero point may be per output channel."""
-    x, w = _required(ctx, 0), _required(ctx, 3)
+    x, w = ctx.required(0), ctx.required(3)
     result = _integer_conv(ctx, x, ctx.input(2), w, ctx.input(5), ctx.input(8))
-    multiplier = _multiplier(ctx, _required(ctx, 1), _required(ctx, 4), _required(ctx, 6))
+    multiplier = _multiplier(ctx, ctx.required(1), ctx.required(4), ctx.required(6))
     if len(multiplier.shape) == 1:
         multiplier = _unsqueeze(ctx, multiplier, [0] + list(range(2, len(x.shape))))
     return [requantize(ctx, result, multiplier, ctx.input(7), x.dtype)]
@@ -219,26 +213,26 @@ def _scaled_float(ctx: NodeContext, product: Value, a_scale: Value, b_scale: Val
 @translator("MatMulIntegerToFloat", domain=_MS)
 def matmul_integer_to_float(ctx: NodeContext) -> Outputs:
     """``(A - a_zp) @ (B - b_zp) * a_scale * b_scale + bias`` as float."""
-    a = _required(ctx, 0)
-    product = _integer_product(ctx, a, ctx.input(4), _required(ctx, 1), ctx.input(5))
-    a_scale = _row_scale(ctx, _required(ctx, 2), a)
-    return [_scaled_float(ctx, product, a_scale, _required(ctx, 3), ctx.input(6))]
+    a = ctx.required(0)
+    product = _integer_product(ctx, a, ctx.input(4), ctx.required(1), ctx.input(5))
+    a_scale = _row_scale(ctx, ctx.required(2), a)
+    return [_scaled_float(ctx, product, a_scale, ctx.required(3), ctx.input(6))]
 
 
 @translator("DynamicQuantizeMatMul", domain=_MS)
 def dynamic_quantize_matmul(ctx: NodeContext) -> Outputs:
     """A float ``A`` quantized to uint8 at run time, times the quantized ``B``, as float."""
-    node = ctx.op("DynamicQuantizeLinear", [_required(ctx, 0)])
+    node = ctx.op("DynamicQuantizeLinear", [ctx.required(0)])
     a, a_scale, a_zero = node.outputs
-    product = _integer_product(ctx, a, a_zero, _required(ctx, 1), ctx.input(3))
-    return [_scaled_float(ctx, product, a_scale, _required(ctx, 2), ctx.input(4))]
+    product = _integer_product(ctx, a, a_zero, ctx.required(1), ctx.input(3))
+    return [_scaled_float(ctx, product, a_scale, ctx.required(2), ctx.input(4))]
 
 
 def _binary(ctx: NodeContext, op_type: str) -> Outputs:
-    a = dequantized(ctx, _required(ctx, 0), _required(ctx, 1), ctx.input(2))
-    b = dequantized(ctx, _required(ctx, 3), _required(ctx, 4), ctx.input(5))
+    a = dequantized(ctx, ctx.required(0), ctx.required(1), ctx.input(2))
+    b = dequantized(ctx, ctx.required(3), ctx.required(4), ctx.input(5))
     result = ctx.value(op_type, [a, b])
-    return [quantized(ctx, result, _required(ctx, 6), ctx.input(7), _required(ctx, 0))]
+    return [quantized(ctx, result, ctx.required(6), ctx.input(7), ctx.required(0))]
 
 
 @translator("QLinearAdd", domain=_MS)
@@ -254,9 +248,9 @@ def qlinear_mul(ctx: NodeContext) -> Outputs:
 
 
 def _unary(ctx: NodeContext, op_type: str, attrs: Optional[dict[str, Any]] = None) -> Outputs:
-    x = _required(ctx, 0)
-    result = ctx.value(op_type, [dequantized(ctx, x, _required(ctx, 1), ctx.input(2))], attrs)
-    return [quantized(ctx, result, _required(ctx, 3), ctx.input(4), x)]
+    x = ctx.required(0)
+    result = ctx.value(op_type, [dequantized(ctx, x, ctx.required(1), ctx.input(2))], attrs)
+    return [quantized(ctx, result, ctx.required(3), ctx.input(4), x)]
 
 
 @translator("QLinearSigmoid", domain=_MS)
@@ -274,19 +268,19 @@ def qlinear_leaky_relu(ctx: NodeContext) -> Outputs:
 @translator("QLinearGlobalAveragePool", domain=_MS)
 def qlinear_global_average_pool(ctx: NodeContext) -> Outputs:
     """``QLinearGlobalAveragePool`` (NCHW, or NHWC with ``channels_last``)."""
-    x = _required(ctx, 0)
-    real = dequantized(ctx, x, _required(ctx, 1), ctx.input(2))
+    x = ctx.required(0)
+    real = dequantized(ctx, x, ctx.required(1), ctx.input(2))
     rank = len(x.shape)
     axes = list(range(1, rank - 1)) if ctx.attr("channels_last", 0) else list(range(2, rank))
     mean = ctx.value("ReduceMean", [real, ctx.const(np.asarray(axes, np.int64))],
                      {"keepdims": 1})
-    return [quantized(ctx, mean, _required(ctx, 3), ctx.input(4), x)]
+    return [quantized(ctx, mean, ctx.required(3), ctx.input(4), x)]
 
 
 @translator("QLinearConcat", domain=_MS)
 def qlinear_concat(ctx: NodeContext) -> Outputs:
     """``QLinearConcat(Y_scale, Y_zp, (X, X_scale, X_zp)...)``: each input requantized."""
-    y_scale, y_zero = _required(ctx, 0), ctx.input(1)
+    y_scale, y_zero = ctx.required(0), ctx.input(1)
     triples = [ctx.inputs[i:i + 3] for i in range(2, len(ctx.inputs), 3)]
     parts = []
     for x, scale, zero in triples:
@@ -303,17 +297,17 @@ def qlinear_concat(ctx: NodeContext) -> Outputs:
 def qgemm(ctx: NodeContext) -> Outputs:
     """``QGemm``: alpha * (A - a_zp)' @ (B - b_zp)' + C (int32, at scale a_scale * b_scale),
     as float, or requantized when ``y_scale`` is given."""
-    a, b = _required(ctx, 0), _required(ctx, 3)
+    a, b = ctx.required(0), ctx.required(3)
     left, right = widen(ctx, a, ctx.input(2)), widen(ctx, b, ctx.input(5), [0])
     attrs = {"transA": ctx.attr("transA", 0), "transB": ctx.attr("transB", 0),
              "alpha": ctx.attr("alpha", 1.0)}
     bias = ctx.input(6)
     wide_bias = None if bias is None else ctx.value("Cast", [bias], {"dtype": DataType.DT_DOUBLE})
     product = ctx.value("Gemm", [left, right, wide_bias], attrs)
-    a_scale, b_scale = _required(ctx, 1), _required(ctx, 4)
+    a_scale, b_scale = ctx.required(1), ctx.required(4)
     if ctx.input(7) is None:
         return [_scaled_float(ctx, product, a_scale, b_scale, None)]
-    multiplier = _multiplier(ctx, a_scale, b_scale, _required(ctx, 7))
+    multiplier = _multiplier(ctx, a_scale, b_scale, ctx.required(7))
     return [requantize(ctx, product, multiplier, ctx.input(8), a.dtype)]
 
 
@@ -358,6 +352,6 @@ def matmul_nbits(ctx: NodeContext) -> Outputs:
         raise ctx.unsupported("the quantized weights, scales and zero points must be constants")
     assert arrays[0] is not None and arrays[1] is not None
     weights = ctx.const(nbits_weights(ctx, arrays[0], arrays[1], arrays[2]))
-    result = ctx.value("MatMul", [_required(ctx, 0), weights])
+    result = ctx.value("MatMul", [ctx.required(0), weights])
     bias = ctx.input(5)
     return [result if bias is None else ctx.value("Add", [result, bias])]
