@@ -39,15 +39,20 @@ class TensorStore:
     def __init__(self, buffer: Union[bytes, memoryview, None] = None) -> None:
         self._buffer = None if buffer is None else memoryview(buffer)
         self._arrays: list[tuple[int, np.ndarray]] = []
+        self._refs: dict[int, tuple[np.ndarray, dict[str, int]]] = {}
         self.size = 0
 
     def put(self, array: np.ndarray) -> dict[str, int]:
-        """Keep ``array``; its offset and byte count."""
+        """Keep ``array``; its offset and byte count (an array kept before is kept once)."""
+        if id(array) in self._refs:
+            return dict(self._refs[id(array)][1])
         offset = -(-self.size // self.ALIGNMENT) * self.ALIGNMENT
         data = np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<"), copy=False)
         self._arrays.append((offset, data))
         self.size = offset + data.nbytes
-        return {"offset": offset, "nbytes": int(data.nbytes)}
+        reference = {"offset": offset, "nbytes": int(data.nbytes)}
+        self._refs[id(array)] = (array, reference)  # holding the array keeps its id unique
+        return dict(reference)
 
     def chunks(self) -> Iterator[bytes]:
         """The stored bytes in order, with the zero padding between them."""
