@@ -14,7 +14,8 @@ import numpy as np
 
 from ge.compiler.executable import Executable
 from ge.engines import BoundKernel, get_engine
-from ge.ir import Node
+from ge.ir import Node, Tensor
+from ge.ir.tensor import compute_pending
 
 __all__ = ["BoundStep", "Program", "load"]
 
@@ -41,6 +42,10 @@ class Program:
 def load(executable: Executable) -> Program:
     """Bind every step of ``executable`` to a kernel of its assigned engine."""
     nodes = {node.name: node for node in executable.graph.nodes}
+    # constants the optimizer left pending (a folded, transposed filter) are computed
+    # here, together, rather than one by one as the engines bind their kernels
+    compute_pending(node.attrs["value"] for node in nodes.values()
+                    if node.op_type == "Const" and isinstance(node.attrs.get("value"), Tensor))
     steps = tuple(
         BoundStep(get_engine(step.engine).bind(nodes[step.node]), step.inputs, step.outputs,
                   step.release, nodes[step.node])

@@ -53,6 +53,9 @@ class Graph:
         self._head: Optional[Node] = None
         self._tail: Optional[Node] = None
         self._size = 0
+        # True while the node order is known to be topological: set by a check, cleared
+        # by anything that could break it (a node linked in, an input rewired).
+        self._ordered = False
         self._insert_point: Optional[Node] = None
         self._outputs: list[Value] = []
         self._output_ids: Counter[int] = Counter()
@@ -112,6 +115,7 @@ class Graph:
 
     def _link(self, node: Node) -> None:
         """Put ``node`` at the end of the order, or before the insertion point."""
+        self._ordered = False
         point = self._insert_point
         if point is not None and point.graph is self:
             node._prev, node._next = point._prev, point
@@ -308,13 +312,15 @@ class Graph:
         order, and the graph keeps the sorted order for next time.
         """
         nodes = self.nodes
-        if _is_topological(nodes, self):
+        if self._ordered or _is_topological(nodes, self):
+            self._ordered = True
             return nodes
         order = _sorted_topologically(nodes, self.name)
         for before, after in zip(order, order[1:]):
             before._next, after._prev = after, before
         order[0]._prev = order[-1]._next = None
         self._head, self._tail = order[0], order[-1]
+        self._ordered = True
         return order
 
     # -- checking ---------------------------------------------------------------------

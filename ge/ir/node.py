@@ -193,6 +193,7 @@ class Node:
             del old._users[id(self), index]
         self._inputs[index] = value
         if self.graph is not None:
+            self.graph._ordered = False
             if value is not None:
                 value._users[id(self), index] = Usage(self, index)
             for record, rewired in self.graph._recorders:

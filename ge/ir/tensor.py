@@ -9,7 +9,9 @@ dimensions are ints; a dimension unknown until run time is ``-1`` or a name
 from __future__ import annotations
 
 import enum
+import os
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -127,9 +129,15 @@ class Tensor:
     The data is copied into a C-contiguous, read-only array, so that a graph
     holding the tensor cannot be changed by the caller's later writes and can be
     shared safely between clones and sessions.
+
+    A tensor made by :meth:`scaled` or :meth:`transposed` is a recipe until its data is
+    first read: its shape and dtype are known at once, and a transposition of a scaled
+    tensor is computed in one pass over memory instead of two. The optimizer folds a
+    batch norm into a filter (a scaling) that the layout pass then transposes; on
+    ResNet-50 that is 94 MB written once rather than twice.
     """
 
-    __slots__ = ("_array",)
+    __slots__ = ("_array", "_recipe")
 
     def __init__(self, data: Any, dtype: Any = None) -> None:
         if isinstance(data, Tensor):
@@ -140,7 +148,8 @@ class Tensor:
             raise TypeError("ge.Tensor needs numeric data, not Python objects")
         from_numpy_dtype(array.dtype)  # refuses dtypes GE has no name for
         array.setflags(write=False)
-        self._array = array
+        self._array: np.ndarray | None = array
+        self._recipe: _Recipe | None = None
 
     @classmethod
     def wrap(cls, array: np.ndarray) -> Tensor:
@@ -148,32 +157,91 @@ class Tensor:
         if array.flags.c_contiguous and not array.flags.writeable:
             tensor = cls.__new__(cls)
             tensor._array = array
+            tensor._recipe = None
             return tensor
         return cls(array)
 
+    @classmethod
+    def scaled(cls, base: np.ndarray, factor: np.ndarray, axis: int) -> Tensor:
+        """``base`` times the vector ``factor`` along ``axis``, in ``base``'s dtype.
+
+        The products are taken in float32 at least (float16 data is scaled in float32 and
+        rounded back once), and computed when the data is first read.
+        """
+        if base.ndim == 0 or factor.shape != (base.shape[axis],):
+            raise ValueError(f"a factor of shape {factor.shape} cannot scale axis {axis} "
+                             f"of an array of shape {base.shape}")
+        compute = np.result_type(base.dtype, np.float32)
+        recipe = _Recipe(base, tuple(range(base.ndim)), factor.astype(compute), axis % base.ndim)
+        return cls._pending(recipe)
+
+    def transposed(self, perm: Sequence[int]) -> Tensor:
+        """The data with its axes permuted by ``perm``, as a new tensor.
+
+        Composes with a pending scaling, so that both are done in one pass.
+        """
+        perm = tuple(int(p) for p in perm)
+        if sorted(perm) != list(range(len(self.shape))):
+            raise ValueError(f"{list(perm)} is not a permutation of {len(self.shape)} axes")
+        recipe = self._recipe
+        if recipe is not None and self._array is None:
+            return self._pending(_Recipe(recipe.base, tuple(recipe.perm[p] for p in perm),
+                                         recipe.factor, recipe.axis))
+        return self._pending(_Recipe(self.numpy(), perm, None, 0))
+
+    @classmethod
+    def _pending(cls, recipe: _Recipe) -> Tensor:
+        tensor = cls.__new__(cls)
+        tensor._array = None
+        tensor._recipe = recipe
+        return tensor
+
+    @property
+    def is_pending(self) -> bool:
+        """True while the data is a recipe not yet computed."""
+        return self._array is None
+
     def numpy(self) -> np.ndarray:
         """The data as a read-only NumPy array."""
-        return self._array
+        array = self._array
+        if array is None:
+            recipe = self._recipe
+            if recipe is None:  # another thread has just computed it
+                array = self._array
+                assert array is not None
+                return array
+            array = recipe.compute()
+            array.setflags(write=False)
+            # Two threads racing here compute equal arrays; either one may be kept.
+            self._array = array
+            self._recipe = None
+        return array
 
     @property
     def data(self) -> np.ndarray:
         """The data as a read-only NumPy array."""
-        return self._array
+        return self.numpy()
 
     @property
     def shape(self) -> tuple[int, ...]:
         """The shape of the data."""
-        return tuple(self._array.shape)
+        array, recipe = self._array, self._recipe
+        if array is None and recipe is not None:
+            return recipe.shape
+        return tuple(self.numpy().shape)
 
     @property
     def dtype(self) -> DataType:
         """The element type of the data."""
-        return from_numpy_dtype(self._array.dtype)
+        array, recipe = self._array, self._recipe
+        if array is None and recipe is not None:
+            return from_numpy_dtype(recipe.base.dtype)
+        return from_numpy_dtype(self.numpy().dtype)
 
     @property
     def nbytes(self) -> int:
         """Size of the data in bytes."""
-        return int(self._array.nbytes)
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.np_dtype.itemsize
 
     @property
     def desc(self) -> TensorDesc:
@@ -183,18 +251,72 @@ class Tensor:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Tensor):
             return NotImplemented
-        return (self._array.dtype == other._array.dtype
-                and self._array.shape == other._array.shape
-                and bool(np.array_equal(self._array, other._array,
-                                        equal_nan=_is_float(self._array))))
+        mine, theirs = self.numpy(), other.numpy()
+        return (mine.dtype == theirs.dtype and mine.shape == theirs.shape
+                and bool(np.array_equal(mine, theirs, equal_nan=_is_float(mine))))
 
     def __hash__(self) -> int:
-        return hash((self._array.dtype.str, self._array.shape, self._array.tobytes()[:64]))
+        array = self.numpy()
+        return hash((array.dtype.str, array.shape, array.tobytes()[:64]))
 
     def __repr__(self) -> str:
-        if self._array.size <= 8:
+        if self._array is not None and self._array.size <= 8:
             return f"Tensor({self._array.tolist()!r}, {self.dtype.short_name})"
         return f"Tensor({self.desc})"
+
+
+def compute_pending(tensors: Iterable[Tensor], threads: int | None = None) -> int:
+    """Compute the data of every pending tensor among ``tensors``; return how many.
+
+    Large batches are spread over up to ``threads`` worker threads (default: the CPU
+    count, at most 4), largest first: the strided reads of a transposition are bound by
+    memory latency, not bandwidth, and NumPy releases the GIL while it copies.
+    """
+    pending = sorted({id(t): t for t in tensors if t.is_pending}.values(),
+                     key=lambda t: -t.nbytes)
+    workers = min(threads or min(os.cpu_count() or 1, 4), len(pending))
+    if workers <= 1 or sum(t.nbytes for t in pending) < _PARALLEL_BYTES:
+        for tensor in pending:
+            tensor.numpy()
+        return len(pending)
+    with ThreadPoolExecutor(workers, thread_name_prefix="ge-constants") as pool:
+        list(pool.map(Tensor.numpy, pending))
+    return len(pending)
+
+
+_PARALLEL_BYTES = 4 << 20
+
+
+class _Recipe:
+    """``base.transpose(perm)``, times ``factor`` along ``base``'s ``axis`` when given."""
+
+    __slots__ = ("base", "perm", "factor", "axis")
+
+    def __init__(self, base: np.ndarray, perm: tuple[int, ...], factor: np.ndarray | None,
+                 axis: int) -> None:
+        self.base, self.perm, self.factor, self.axis = base, perm, factor, axis
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(int(self.base.shape[p]) for p in self.perm)
+
+    def compute(self) -> np.ndarray:
+        if self.factor is None:
+            return transposed_copy(self.base, self.perm)
+        source = self.base.transpose(self.perm)
+        shape = [1] * source.ndim
+        shape[self.perm.index(self.axis)] = -1
+        factor = self.factor.reshape(shape)
+        inner_scaled = self.perm[-1] == self.axis
+        out = np.empty(source.shape, dtype=self.base.dtype)
+        # Blocks along the output's innermost axis keep each block's strided reads in
+        # cache, as in transposed_copy; the product is rounded to the output dtype once.
+        step = _BLOCK if source.ndim > 1 and source.size >= (1 << 16) else max(source.shape[-1], 1)
+        for start in range(0, max(source.shape[-1], 1), step):
+            block = (Ellipsis, slice(start, start + step))
+            np.multiply(source[block], factor[block] if inner_scaled else factor,
+                        out=out[block], dtype=self.factor.dtype, casting="unsafe")
+        return out
 
 
 def transposed_copy(array: np.ndarray, perm: Sequence[int]) -> np.ndarray:

@@ -75,7 +75,7 @@ def _conv_context(ctx: InferenceContext, bias_index: Optional[int]) -> Inference
                       else [])
     attrs = {name: ctx.attrs[name] for name in CONV_ATTRS}
     return InferenceContext(_conv_as(ctx.schema.op_type), ctx.node_name,
-                            [ctx.inputs[i] for i in picks], attrs, [ctx.const(i) for i in picks])
+                            [ctx.inputs[i] for i in picks], attrs, [ctx.consts[i] for i in picks])
 
 
 def _conv_bias_cost(ctx: InferenceContext, outputs: Sequence[TensorDesc], bias_index: int,

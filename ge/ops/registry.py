@@ -142,12 +142,13 @@ class InferenceContext:
     """What shape inference sees of one node: input descriptors, attributes, constants."""
 
     def __init__(self, schema: OpSchema, node_name: str, inputs: Sequence[Optional[TensorDesc]],
-                 attrs: dict[str, Any], consts: Sequence[Optional[np.ndarray]]) -> None:
+                 attrs: dict[str, Any],
+                 consts: Sequence[Union[np.ndarray, Tensor, None]]) -> None:
         self.schema = schema
         self.node_name = node_name
         self.inputs = list(inputs)
         self.attrs = attrs
-        self.consts = list(consts)
+        self.consts: list[Union[np.ndarray, Tensor, None]] = list(consts)
 
     @property
     def num_inputs(self) -> int:
@@ -176,7 +177,8 @@ class InferenceContext:
 
     def const(self, index: int) -> Optional[np.ndarray]:
         """The constant value of input ``index`` when it is known at compile time."""
-        return self.consts[index] if index < len(self.consts) else None
+        found = self.consts[index] if index < len(self.consts) else None
+        return found.numpy() if isinstance(found, Tensor) else found
 
     def const_ints(self, index: int) -> Optional[list[int]]:
         """A known constant integer input as a flat list of ints."""
@@ -510,7 +512,15 @@ def const_value(value: Optional[Value]) -> Optional[np.ndarray]:
 def _context(schema: OpSchema, name: str, inputs: Sequence[Optional[Value]],
              attrs: dict[str, Any]) -> InferenceContext:
     return InferenceContext(schema, name, [None if v is None else v.desc for v in inputs],
-                            attrs, [const_value(v) for v in inputs])
+                            attrs, [_const_tensor(v) for v in inputs])
+
+
+def _const_tensor(value: Optional[Value]) -> Optional[Tensor]:
+    """The tensor of a ``Const`` producer, not yet read: inference reads only what it needs."""
+    if value is None or value.producer.op_type != "Const":
+        return None
+    tensor = value.producer.attrs.get("value")
+    return tensor if isinstance(tensor, Tensor) else None
 
 
 def _check_arity(schema: OpSchema, name: str, inputs: Sequence[Optional[Value]]) -> None:

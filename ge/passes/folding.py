@@ -178,6 +178,8 @@ class ConstantFoldingPass(Pass):
         for node in graph.topological_order():
             if node.graph is not graph or not is_foldable(node):
                 continue
+            if any(v is not None and v.producer.op_type != "Const" for v in node.inputs):
+                continue  # checked first: reading a constant may compute a pending one
             inputs = [None if v is None else const_value(v) for v in node.inputs]
             if any(v is not None and a is None for v, a in zip(node.inputs, inputs)):
                 continue

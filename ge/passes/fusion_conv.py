@@ -43,10 +43,12 @@ def _filter_output_axis(conv: IRNode) -> int:
     return 0 if chosen == "OIHW" else 3
 
 
-def _new_const(graph: Graph, array: np.ndarray, name: str) -> Value:
-    array = np.ascontiguousarray(array)
-    array.setflags(write=False)
-    return create_node("Const", [], {"value": Tensor.wrap(array)}, graph.unique_name(name),
+def _new_const(graph: Graph, data: Union[np.ndarray, Tensor], name: str) -> Value:
+    if not isinstance(data, Tensor):
+        array = np.ascontiguousarray(data)
+        array.setflags(write=False)
+        data = Tensor.wrap(array)
+    return create_node("Const", [], {"value": data}, graph.unique_name(name),
                        graph).outputs[0]
 
 
@@ -191,13 +193,11 @@ def _fold_factors(stats: list[np.ndarray], epsilon: float) -> tuple[np.ndarray, 
 
 
 def _folded_weights(conv: IRNode, filter_data: np.ndarray, bias: Optional[np.ndarray],
-                    stats: list[np.ndarray], epsilon: float) -> tuple[np.ndarray, np.ndarray]:
+                    stats: list[np.ndarray], epsilon: float) -> tuple[Tensor, np.ndarray]:
+    """The filter scaled along its output channels (computed when first read, so that a
+    later layout change transposes and scales in one pass) and the new bias."""
     factor, shift = _fold_factors(stats, epsilon)
-    shape = [1] * filter_data.ndim
-    shape[_filter_output_axis(conv)] = -1
-    compute = np.result_type(filter_data.dtype, np.float32)  # float16 weights scale in float32
-    new_filter = (filter_data.astype(compute, copy=False) * factor.astype(compute).reshape(
-        shape)).astype(filter_data.dtype, copy=False)
+    new_filter = Tensor.scaled(filter_data, factor, _filter_output_axis(conv))
     old_bias = np.zeros_like(factor) if bias is None else bias.astype(np.float64)
     return new_filter, (old_bias * factor + shift).astype(filter_data.dtype)
 

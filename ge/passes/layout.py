@@ -240,7 +240,8 @@ class _Converter:
         current = node.attrs.get("filter_format") or source_format
         weights = node.inputs[spec.filter]
         assert weights is not None
-        if current == source_format and const_value(weights) is not None:
+        if current == source_format and isinstance(weights.producer.attrs.get("value"), Tensor) \
+                and weights.producer.op_type == "Const":
             node.replace_input_with(spec.filter, self._constant(weights, "filter"))
             current = target_format
         node.attrs["filter_format"] = current
@@ -249,16 +250,20 @@ class _Converter:
         """``value`` (a constant) transposed once: a filter, or data broadcast to 4-D."""
         key = (id(value), kind)
         if key not in self.constants:
-            data = const_value(value)
-            assert data is not None
+            tensor = value.producer.attrs["value"]
+            assert isinstance(tensor, Tensor)
             if kind == "filter":
-                array = transposed_copy(data, self.change.filter_perm)
+                # Transposed when first read: a pending batch-norm scaling is done in the
+                # same pass.
+                moved = tensor.transposed(self.change.filter_perm)
             else:
+                data = tensor.numpy()
                 array = transposed_copy(data.reshape((1,) * (4 - data.ndim) + data.shape),
                                         self.change.to_target)
-            array.setflags(write=False)
+                array.setflags(write=False)
+                moved = Tensor.wrap(array)
             name = self.graph.unique_name(f"{value.producer.name}/{self.change.target.value}")
-            self.constants[key] = create_node("Const", [], {"value": Tensor.wrap(array)}, name,
+            self.constants[key] = create_node("Const", [], {"value": moved}, name,
                                               self.graph).outputs[0]
             self.replaced.append(value.producer)
         return self.constants[key]

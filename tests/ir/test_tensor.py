@@ -65,3 +65,61 @@ def test_descriptor_keeps_dynamic_dimensions():
 def test_bad_shapes_are_refused(shape):
     with pytest.raises(ValueError):
         normalize_shape(shape)
+
+
+# -- pending tensors: a scaling and a transposition computed in one pass when read ------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+@pytest.mark.parametrize("shape, axis, perm", [
+    ((96, 80, 3, 3), 0, (2, 3, 1, 0)),   # OIHW filter, scaled per O, to HWIO (blocked)
+    ((64, 130, 1, 1), 0, (2, 3, 1, 0)),  # 1x1 filter whose inner axis is scaled
+    ((3, 3, 8, 200), 3, (3, 2, 0, 1)),   # HWIO back to OIHW
+    ((5, 7), 1, (1, 0)),                 # small: one shot
+])
+def test_a_scaled_then_transposed_tensor_equals_numpy_doing_both(dtype, shape, axis, perm):
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal(shape).astype(dtype)
+    factor = rng.uniform(0.1, 3.0, shape[axis])
+    compute = np.result_type(dtype, np.float32)
+    broadcast = [1] * len(shape)
+    broadcast[axis] = -1
+    scaled = (base.astype(compute) * factor.astype(compute).reshape(broadcast)).astype(dtype)
+    want = np.ascontiguousarray(scaled.transpose(perm))
+
+    tensor = Tensor.scaled(base, factor, axis)
+    moved = tensor.transposed(perm)
+    assert moved.is_pending and tensor.is_pending
+    assert moved.shape == want.shape and moved.dtype is DataType.parse(dtype)
+    assert moved.nbytes == want.nbytes and moved.is_pending  # known without computing
+    got = moved.numpy()
+    assert not moved.is_pending and got.flags.c_contiguous and not got.flags.writeable
+    np.testing.assert_array_equal(got, want)  # bit for bit: one rounding, as NumPy does
+    np.testing.assert_array_equal(tensor.numpy(), scaled)
+    assert tensor.is_pending is False
+
+
+def test_transpositions_compose_and_a_computed_tensor_transposes_its_data():
+    base = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    twice = Tensor.scaled(base, np.ones(3), 1).transposed((2, 0, 1)).transposed((1, 2, 0))
+    np.testing.assert_array_equal(twice.numpy(), base.transpose(2, 0, 1).transpose(1, 2, 0))
+    plain = Tensor(base)
+    np.testing.assert_array_equal(plain.transposed((2, 1, 0)).numpy(), base.transpose(2, 1, 0))
+    with pytest.raises(ValueError):
+        plain.transposed((0, 0, 1))
+    with pytest.raises(ValueError):
+        Tensor.scaled(base, np.ones(4), 1)
+
+
+def test_threads_reading_one_pending_tensor_all_get_its_data():
+    from concurrent.futures import ThreadPoolExecutor
+
+    base = np.random.default_rng(0).standard_normal((256, 64, 3, 3)).astype(np.float32)
+    factor = np.linspace(0.5, 2.0, 256)
+    want = np.ascontiguousarray((base * factor.astype(np.float32).reshape(-1, 1, 1, 1))
+                                .transpose(2, 3, 1, 0))
+    for _ in range(5):
+        tensor = Tensor.scaled(base, factor, 0).transposed((2, 3, 1, 0))
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda _: tensor.numpy(), range(8)))
+        for result in results:
+            np.testing.assert_array_equal(result, want)

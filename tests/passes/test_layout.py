@@ -288,3 +288,26 @@ def test_an_op_the_registry_calls_layout_sensitive_joins_the_region(channel_scal
 
     assert summary(after) == ["Transpose[0, 2, 3, 1]", "Conv2D[NHWC]", "TestChannelScale[NHWC]",
                               "Relu", "Transpose[0, 3, 1, 2]"]
+
+
+def test_a_folded_batch_norm_and_the_filter_transposition_are_one_pass_over_the_filter():
+    graph = ge.Graph("conv_bn")
+    x = data(graph, "x", (1, 4, 6, 6))
+    weights = RNG.standard_normal((8, 4, 3, 3)).astype(np.float32)
+    filt = const(graph, "w", weights)
+    conv_out = op(graph, "Conv2D", [x, filt], "conv", strides=[1, 1], pads=[1, 1, 1, 1],
+                  data_format="NCHW")
+    stats = [const(graph, f"s{i}", RNG.uniform(0.5, 1.5, 8).astype(np.float32))
+             for i in range(4)]
+    graph.set_outputs([op(graph, "Relu", [op(graph, "FusedBatchNorm", [conv_out, *stats],
+                                                   "bn", data_format="NCHW")], "out")])
+    executable = ge.compile(graph, opt_level=3)
+    (convs,) = [n for n in executable.graph.nodes if n.op_type.endswith("Conv2D")]
+    assert convs.attrs["filter_format"] == "HWIO"
+    tensor = convs.inputs[1].producer.attrs["value"]
+    assert tensor.is_pending  # compiled without writing the filter even once
+    feeds = random_feeds(graph, seed=2)
+    want = ge.Session(ge.compile(graph, opt_level=0)).run(feeds)
+    got = ge.Session(executable).run(feeds)
+    assert not tensor.is_pending
+    assert_close(got["out"], want["out"], accumulate=True)
