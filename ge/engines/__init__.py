@@ -2,6 +2,14 @@
 
 from ge.engines import fused as _fused_engine  # noqa: F401 - registers the engine
 from ge.engines import numpy as _numpy_engine  # noqa: F401 - registers the engine
-from ge.engines.base import BoundKernel, Engine, available_engines, get_engine, register_engine
+from ge.engines.base import (
+    BoundKernel,
+    Engine,
+    WritingKernel,
+    available_engines,
+    get_engine,
+    register_engine,
+)
 
-__all__ = ["BoundKernel", "Engine", "available_engines", "get_engine", "register_engine"]
+__all__ = ["BoundKernel", "Engine", "WritingKernel", "available_engines", "get_engine",
+           "register_engine"]

@@ -4,6 +4,19 @@ Does it support the node? At what cost? And give me a kernel for it: a callable
 taking the input arrays (``None`` for an absent optional input) and returning
 the output arrays. Engines register themselves by name; the compiler assigns
 each node to the first engine in the user's preference list that supports it.
+
+An engine may also give a *writing* kernel (``bind_writer``): one that writes the
+outputs into arrays it is handed, the views of the memory plan's arena, so that a
+steady-state run allocates no per-op buffers. Its contract:
+
+- each ``outs[i]`` is a C-contiguous array of exactly output ``i``'s shape and dtype;
+- ``outs[0]`` may be input 0's very buffer (same shape and dtype) when the op has the
+  ``INPLACE`` trait and the planner chose to run it in place; no out overlaps any input
+  in any other way;
+- the values written equal what ``bind``'s kernel returns, within the op's tolerance.
+
+A node without a writer runs through ``bind`` and its result is copied into its slot;
+the memory report counts those copies per op type.
 """
 
 from __future__ import annotations
@@ -18,9 +31,12 @@ from ge.errors import UnsupportedOpError
 from ge.ir import Node
 from ge.ops.registry import Cost, node_cost
 
-__all__ = ["Engine", "BoundKernel", "register_engine", "get_engine", "available_engines"]
+__all__ = ["Engine", "BoundKernel", "WritingKernel", "register_engine", "get_engine",
+           "available_engines"]
 
 BoundKernel = Callable[[Sequence[Optional[np.ndarray]]], list[np.ndarray]]
+#: ``writer(inputs, outs)``: computes the node on ``inputs`` into the arrays ``outs``
+WritingKernel = Callable[[Sequence[Optional[np.ndarray]], Sequence[np.ndarray]], None]
 
 
 class Engine(abc.ABC):
@@ -39,6 +55,12 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     def bind(self, node: Node) -> BoundKernel:
         """A kernel for ``node``, with its attributes already bound."""
+
+    def bind_writer(self, node: Node) -> Optional[WritingKernel]:
+        """A kernel for ``node`` that writes into given output arrays, or None when this
+        engine has none for it (see the module's docstring for the contract)."""
+        del node
+        return None
 
 
 _ENGINES: dict[str, Engine] = {}
