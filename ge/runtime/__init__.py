@@ -4,8 +4,8 @@ It knows nothing of graphs (it imports NumPy only). :mod:`ge.runtime.memory`
 holds the CPU device's heap, :mod:`ge.runtime.device` the devices and the
 process-wide registry, and :mod:`ge.runtime.acl` the seed's ACL-style facade
 (``import acl``), with ``acl.rt`` in :mod:`ge.runtime.acl_rt`. The only device
-kind is the CPU, and streams and events are synchronous: work is done when it
-is issued.
+kind is the CPU. :mod:`ge.runtime.stream` holds streams (in-order work queues,
+each served by a thread of its own) and the events that order work across them.
 """
 
 from ge.runtime.device import (
@@ -23,6 +23,7 @@ from ge.runtime.device import (
     set_device,
 )
 from ge.runtime.memory import ALIGNMENT, DEFAULT_SEGMENT_BYTES, DeviceHeap
+from ge.runtime.stream import Event, Stream
 
 __all__ = [
     "ALIGNMENT",
@@ -31,6 +32,8 @@ __all__ = [
     "CpuDevice",
     "Device",
     "DeviceHeap",
+    "Event",
+    "Stream",
     "copy_device_to_device",
     "current_device",
     "device_count",

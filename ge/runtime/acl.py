@@ -22,9 +22,11 @@ Decisions (docs/seed-api.md, D18, D19, D24):
 
 - ``init`` and ``finalize`` are reference-counted: every ``init`` needs one
   ``finalize``; ``init`` may be called again after the count went back to zero.
-- The ``finalize`` that brings the count to zero frees every buffer still
-  allocated on every device (with one ``RuntimeWarning`` naming how many), drops
-  streams and events, and makes cpu:0 current again. It never raises for leaks.
+- The ``finalize`` that brings the count to zero closes every stream (its queued
+  work is done first and its thread joined; errors no synchronize reported are
+  dropped), frees every buffer still allocated on every device (with one
+  ``RuntimeWarning`` naming how many), drops events, and makes cpu:0 current
+  again. It never raises for leaks.
 - ``finalize`` without a matching ``init`` raises ``NotInitializedError``: an
   unbalanced call is a bug worth seeing.
 - ``acl.rt`` works without ``init`` (on the current device, cpu:0 by default).

@@ -21,7 +21,8 @@ through :meth:`Device.array`, which a device whose memory the host cannot see
 does not have.
 
 ``launch`` runs a kernel at once on the calling thread and ``synchronize``
-returns at once: GE starts no threads of its own here. The registry is
+returns at once: devices start no threads (the threads that run queued work
+belong to :mod:`ge.runtime.stream`). The registry is
 process-wide and thread-safe, and the current device set by :func:`set_device`
 holds for every thread of the process, not per thread.
 """
