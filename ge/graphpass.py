@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any, Callable, Optional, Union
 
 from ge.errors import GraphError, UnsupportedOpError
-from ge.ir import Graph, Value
+from ge.ir import MEMORY_OPTIONS_KEY, Graph, Value
 from ge.ops import has_op
 from ge.passes import (
     FunctionRule,
@@ -52,7 +52,6 @@ __all__ = [
 ]
 
 #: where ``MemoryPass`` records its settings in ``Graph.metadata`` (``ge.compile`` does not read it)
-MEMORY_OPTIONS_KEY = "memory"
 
 Builder = Callable[[Match, Graph], Sequence[Value]]
 Replacement = Union[Node, str, Builder, Rule]

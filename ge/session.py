@@ -20,11 +20,12 @@ from typing import Any, Optional
 import numpy as np
 
 from ge.compiler import Executable, IOSpec, compile
-from ge.compiler.loader import Program, load
+from ge.compiler.loader import BoundPlan, Program, load
 from ge.compiler.specialize import broken_names, split_dimension_names
 from ge.errors import ExecutionError, GEError, GERuntimeError, InputError
 from ge.ir import Node, TensorDesc
 from ge.ir.tensor import format_shape
+from ge.runtime.tasks import Arena, ArenaPool, TaskFailure, run_tasks
 
 __all__ = ["Session"]
 
@@ -38,6 +39,8 @@ class Session:
                                  f"got {type(executable).__name__}")
         self._executable = executable
         self._program: Optional[Program] = load(executable)
+        # one arena per concurrent run, from the runtime's model heap, pooled
+        self._arenas = ArenaPool(keep=ARENAS_KEPT)
         # plans for feeds that break the dimension names a model file declared (see
         # ge.compiler.specialize): broken names -> session, the most recent last
         self._specialized: dict[frozenset[str], Session] = {}
@@ -79,21 +82,27 @@ class Session:
             if specialized is None:
                 raise
             return specialized.run(feed)
+        plan = program.plan_for({name: array.shape for name, array in arrays.items()})
         values = list(program.template)
         for spec in self._executable.inputs:
             values[spec.slot] = arrays[spec.name]
-        _execute(program, values)
-        results = {spec.name: self._result(spec, values[spec.slot], arrays.values())
-                   for spec in self._executable.outputs}
+        arena = self._arenas.acquire(plan.tasks.arena_bytes)
+        try:
+            _execute(program, plan, arena, values)
+            results = {spec.name: self._result(spec, values[spec.slot], arrays.values(), arena)
+                       for spec in self._executable.outputs}
+        finally:
+            values.clear()
+            self._arenas.release(arena)
         return _to_device(results) if on_device else results
 
-    def _result(self, spec: IOSpec, array: Optional[np.ndarray],
-                feeds: Any) -> np.ndarray:
+    def _result(self, spec: IOSpec, array: Optional[np.ndarray], feeds: Any,
+                arena: Arena) -> np.ndarray:
         assert array is not None
         if array.dtype != spec.desc.dtype.np_dtype:
             raise ExecutionError(f"output {spec.name!r} came out as {array.dtype}; the graph "
                                  f"declares {spec.desc.dtype.short_name} (a kernel bug)")
-        aliased = any(np.may_share_memory(array, fed) for fed in feeds)
+        aliased = arena.holds(array) or any(np.may_share_memory(array, fed) for fed in feeds)
         if aliased or not array.flags.writeable:
             return np.array(array, copy=True)
         return array
@@ -133,6 +142,17 @@ class Session:
         """Release the session's resources; it cannot run afterwards."""
         self._program = None
         self._specialized.clear()
+        self._arenas.clear()
+
+    @property
+    def cached_plans(self) -> int:
+        """How many input signatures have a memory plan cached (at most ``MAX_PLANS``)."""
+        return 0 if self._program is None else self._program.cached_plans
+
+    @property
+    def idle_arena_bytes(self) -> int:
+        """Bytes of the arenas this session keeps between runs."""
+        return self._arenas.idle_bytes()
 
     def __enter__(self) -> Session:
         return self
@@ -141,19 +161,16 @@ class Session:
         self.finalize()
 
 
-def _execute(program: Program, values: list[Optional[np.ndarray]]) -> None:
-    for step in program.steps:
-        args = [values[slot] if slot >= 0 else None for slot in step.inputs]
-        try:
-            outputs = step.kernel(args)
-        except GEError:
-            raise
-        except Exception as error:
-            raise ExecutionError(_failure_message(step.node, args, error)) from error
-        for slot, array in zip(step.outputs, outputs):
-            values[slot] = array
-        for slot in step.release:
-            values[slot] = None
+def _execute(program: Program, plan: BoundPlan, arena: Arena,
+             values: list[Optional[np.ndarray]]) -> None:
+    try:
+        run_tasks(program.tasks, plan.tasks, arena, values)
+    except TaskFailure as failure:
+        if isinstance(failure.error, GEError):
+            raise failure.error from None
+        node = program.steps[failure.index].node
+        raise ExecutionError(_failure_message(node, failure.arguments, failure.error)) \
+            from failure.error
 
 
 def _failure_message(node: Node, args: Sequence[Optional[np.ndarray]], error: Exception) -> str:
@@ -169,6 +186,9 @@ def _is_device_buffer(value: Any) -> bool:
 
 #: plans kept per session for feeds that break the model's dimension names
 MAX_SPECIALIZED = 4
+
+#: idle arenas a session keeps for its next runs (more are made while more runs overlap)
+ARENAS_KEPT = 2
 
 
 class _BrokenName(InputError):

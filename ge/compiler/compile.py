@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from ge.compiler.executable import Executable, IOSpec, Step
 from ge.compiler.specialize import shared_dimension_names
 from ge.engines import Engine, get_engine
 from ge.errors import CompileError, GraphError, UnsupportedOpError
-from ge.ir import Graph, Node, Value, collector_paused
+from ge.ir import MEMORY_OPTIONS_KEY, Graph, Node, Value, collector_paused
+from ge.ir.tensor import num_elements
+from ge.memory import StepUse, live_peak, memory_aware_order
 from ge.ops.registry import has_op
 from ge.passes import PassManager, passes_for_level
 
@@ -61,6 +63,7 @@ def _compile(graph: Graph, opt_level: int, engines: Optional[Sequence[str]],
     assignment = _assign_engines(order, chosen)
     executable = _plan(working, order, assignment)
     executable.options = {"opt_level": opt_level, "engines": engines, "verify": verify}
+    executable.memory_options = _memory_options(graph)
     if shared_dimension_names(graph):
         executable.source = graph.clone()
     executable.report = {
@@ -72,9 +75,18 @@ def _compile(graph: Graph, opt_level: int, engines: Optional[Sequence[str]],
         "steps": len(executable.steps),
         "engines": executable.engine_histogram(),
         "passes": [record.as_dict() for record in records],
+        "schedule": executable.report.get("schedule", {}),
         "compile_seconds": time.perf_counter() - started,
     }
     return executable
+
+
+def _memory_options(graph: Graph) -> dict[str, bool]:
+    """The planner's switches: what ``gp.MemoryPass`` recorded on the graph, else both on."""
+    recorded = graph.metadata.get(MEMORY_OPTIONS_KEY)
+    recorded = recorded if isinstance(recorded, dict) else {}
+    return {"memory_reuse": bool(recorded.get("memory_reuse", True)),
+            "inplace": bool(recorded.get("inplace", True))}
 
 
 def _check_known_ops(graph: Graph) -> None:
@@ -120,6 +132,12 @@ def _plan(graph: Graph, order: list[Node], assignment: dict[int, str]) -> Execut
         raise GraphError(f"graph {graph.name!r} has two inputs with the same name")
     constants = {slot_of(n.outputs[0]): n.name for n in order if n.op_type == "Const"}
     computing = [n for n in order if id(n) in assignment]
+    inputs_slots = {spec.slot for spec in inputs}
+    for node in computing:  # number every value before ordering
+        for produced in node.outputs:
+            slot_of(produced)
+    pinned = inputs_slots | set(constants) | {slot_of(v) for v in graph.outputs}
+    computing, schedule = _memory_aware(computing, slot_of, pinned)
     last_reader: dict[int, int] = {}
     for position, node in enumerate(computing):
         for value in node.inputs:
@@ -145,4 +163,24 @@ def _plan(graph: Graph, order: list[Node], assignment: dict[int, str]) -> Execut
         for position, node in enumerate(computing)
     ]
     outputs = [IOSpec(v.name, v.desc, slot_of(v)) for v in graph.outputs]
-    return Executable(graph, steps, inputs, outputs, constants, len(slots))
+    executable = Executable(graph, steps, inputs, outputs, constants, len(slots))
+    executable.report["schedule"] = schedule
+    return executable
+
+
+def _memory_aware(computing: list[Node], slot_of: Callable[[Value], int], pinned: set[int]
+                  ) -> tuple[list[Node], dict[str, Any]]:
+    """``computing`` in the memory-aware order when that lowers the estimated peak of
+    live bytes (unknown dimensions counted as 1), else as it was; and what was decided."""
+    uses = [StepUse(tuple(-1 if v is None else slot_of(v) for v in node.inputs),
+                    tuple(slot_of(v) for v in node.outputs)) for node in computing]
+    sizes = {slot_of(v): num_elements(v.desc.shape) * v.desc.dtype.itemsize
+             for node in computing for v in node.outputs}
+    given = live_peak(uses, sizes, pinned)
+    order = memory_aware_order(uses, sizes, pinned)
+    reordered = live_peak(uses, sizes, pinned, order)
+    chosen = "memory-aware" if reordered < given else "graph order"
+    if chosen == "memory-aware":
+        computing = [computing[i] for i in order]
+    return computing, {"order": chosen, "graph_order_peak_bytes": given,
+                       "memory_aware_peak_bytes": reordered}

@@ -54,6 +54,27 @@ class Executable:
     #: (a session compiles it again with those dimensions apart when a feed breaks them)
     options: dict[str, Any] = field(default_factory=dict)
     source: Optional[Graph] = None
+    #: the memory planner's switches (``gp.MemoryPass``): ``memory_reuse``, ``inplace``
+    memory_options: dict[str, bool] = field(default_factory=dict)
+    #: the input shapes and bound plan of the latest run (set by the sessions running it)
+    last_plan: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def memory(self) -> dict[str, Any]:
+        """The memory plan's figures for the input signature last run, or, before any
+        run, for the graph's own input shapes when they are all known: ``naive_bytes``
+        (every intermediate in its own buffer), ``planned_bytes`` (the arena),
+        ``lower_bound_bytes`` (the most bytes live at one step), ``inplace_count``, and
+        what ran outside the plan. Empty before the first run of a dynamic graph."""
+        if self.last_plan is not None:
+            shapes, bound = self.last_plan
+            return dict(bound.report(shapes))
+        if not all(spec.desc.is_static for spec in self.inputs):
+            return {}
+        from ge.compiler.loader import static_plan
+
+        shapes, bound = static_plan(self)
+        return dict(bound.report(shapes))
 
     @property
     def input_names(self) -> list[str]:

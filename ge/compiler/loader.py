@@ -1,23 +1,34 @@
-"""Loading an executable: binding each step to its engine's kernel.
+"""Loading an executable: binding each step to its engine's kernel, and planning memory.
 
-The executable names engines and op types only; here they become callables.
-A ``Program`` is what a session runs: bound steps, and a template of value
-slots with the constants already in place.
+The executable names engines and op types only; here they become callables. A
+``Program`` is what a session runs: the runtime's tasks, a template of value slots
+with the constants already in place, and, per input signature, a memory plan bound
+to the tasks (``Program.plan_for``), cached and bounded.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
 
 import numpy as np
 
-from ge.compiler.executable import Executable
+from ge.compiler.executable import Executable, Step
+from ge.compiler.signature import concrete_descs
 from ge.engines import BoundKernel, get_engine
 from ge.ir import Node, Tensor
 from ge.ir.tensor import compute_pending
+from ge.memory import MemoryPlan, StepUse, plan_memory
+from ge.ops.registry import Trait, op_has_trait
+from ge.runtime.tasks import ANYWHERE, FRESH, Mode, OutSpec, Task, TaskPlan
 
-__all__ = ["BoundStep", "Program", "load"]
+__all__ = ["BoundStep", "Program", "BoundPlan", "load", "MAX_PLANS", "step_uses"]
+
+#: input signatures whose plans a program keeps (least recently used dropped first)
+MAX_PLANS = 16
 
 
 @dataclass(frozen=True)
@@ -32,11 +43,128 @@ class BoundStep:
 
 
 @dataclass(frozen=True)
+class BoundPlan:
+    """One input signature's memory plan and the tasks' modes under it."""
+
+    memory: MemoryPlan
+    tasks: TaskPlan
+    copied: dict[str, int]  # op type -> steps whose results are copied into their slot
+    kept: dict[str, int]  # op type -> steps whose results are kept outside the arena
+
+    def report(self, signature: dict[str, tuple[int, ...]]) -> dict[str, Any]:
+        """``executable.memory``: the plan's figures and what ran outside it."""
+        return {**self.memory.report(), "signature": {k: list(v) for k, v in signature.items()},
+                "written_in_slot": sum(1 for m in self.tasks.modes if m is Mode.WRITE),
+                "copied_into_slot": dict(self.copied), "outside_arena": dict(self.kept)}
+
+
+@dataclass
 class Program:
     """An executable bound to kernels, ready to run."""
 
+    executable: Executable
     steps: tuple[BoundStep, ...]
+    tasks: tuple[Task, ...]
     template: tuple[Optional[np.ndarray], ...]
+    uses: tuple[StepUse, ...]
+    pinned: frozenset[int]
+    _plans: OrderedDict[tuple[tuple[int, ...], ...], BoundPlan] = field(
+        default_factory=OrderedDict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def plan_for(self, shapes: dict[str, tuple[int, ...]]) -> BoundPlan:
+        """The plan for feeds of these shapes (made on first sight, then cached)."""
+        key = tuple(shapes[spec.name] for spec in self.executable.inputs)
+        with self._lock:
+            plan = self._plans.get(key)
+            if plan is not None:
+                self._plans.move_to_end(key)
+        if plan is None:
+            plan = self.make_plan(shapes, self.executable.steps)
+            with self._lock:
+                self._plans[key] = plan
+                while len(self._plans) > MAX_PLANS:
+                    self._plans.popitem(last=False)
+        self.executable.last_plan = (shapes, plan)
+        return plan
+
+    @property
+    def cached_plans(self) -> int:
+        """How many input signatures have a plan in the cache."""
+        return len(self._plans)
+
+    def make_plan(self, shapes: dict[str, tuple[int, ...]],
+                  steps: Sequence[Step]) -> BoundPlan:
+        """A new plan for feeds of these shapes (``steps``: the executable's, for names)."""
+        options = self.executable.memory_options
+        descs = concrete_descs(self.executable, shapes)
+        memory = plan_memory(self.uses, descs, set(self.pinned),
+                             reuse=options.get("memory_reuse", True),
+                             inplace=options.get("inplace", True))
+        outputs = {spec.slot for spec in self.executable.outputs}
+        modes: list[Mode] = []
+        outs: list[tuple[OutSpec, ...]] = []
+        copied: Counter[str] = Counter()
+        kept: Counter[str] = Counter()
+        for index, (task, step) in enumerate(zip(self.tasks, steps)):
+            specs = tuple(_out_spec(slot, memory, outputs) for slot in task.outputs)
+            if index in memory.views:
+                mode = Mode.VIEW
+            elif task.writer is not None and all(s.offset != ANYWHERE for s in specs):
+                mode = Mode.WRITE
+            elif any(s.offset >= 0 for s in specs):
+                mode = Mode.COPY
+                copied[step.op_type] += 1
+            else:
+                mode = Mode.KEEP
+                if any(s.offset == ANYWHERE for s in specs):
+                    kept[step.op_type] += 1
+            modes.append(mode)
+            outs.append(specs)
+        return BoundPlan(memory, TaskPlan(tuple(modes), tuple(outs), memory.arena_bytes),
+                         dict(copied), dict(kept))
+
+
+def _out_spec(slot: int, memory: MemoryPlan, outputs: set[int]) -> OutSpec:
+    desc = memory.descs.get(slot)
+    if desc is None:
+        return OutSpec(ANYWHERE, (), np.dtype(np.float32))
+    offset = memory.offsets.get(slot)
+    if offset is None:
+        offset = FRESH if slot in outputs else ANYWHERE
+    return OutSpec(offset, desc[0], desc[1])
+
+
+def step_uses(executable: Executable) -> tuple[StepUse, ...]:
+    """What each step reads and writes, and whether its op is a view or may run in place."""
+    return tuple(StepUse(step.inputs, step.outputs,
+                         view=op_has_trait(step.op_type, Trait.VIEW),
+                         inplace=op_has_trait(step.op_type, Trait.INPLACE))
+                 for step in executable.steps)
+
+
+def pinned_slots(executable: Executable) -> frozenset[int]:
+    """Slots that never live in the arena: graph inputs, constants and graph outputs."""
+    return frozenset({spec.slot for spec in executable.inputs}
+                     | {spec.slot for spec in executable.outputs} | set(executable.constants))
+
+
+def static_plan(executable: Executable) -> tuple[dict[str, tuple[int, ...]], BoundPlan]:
+    """The plan for the graph's own (all known) input shapes, made without binding
+    kernels: every step counts as writing into its slot."""
+    shapes = {spec.name: tuple(int(d) for d in spec.desc.shape) for spec in executable.inputs}
+    uses = step_uses(executable)
+    writers = tuple(Task(_no_kernel, _no_writer, u.inputs, u.outputs, ()) for u in uses)
+    program = Program(executable, (), writers, (), uses, pinned_slots(executable))
+    return shapes, program.make_plan(shapes, executable.steps)
+
+
+def _no_kernel(args: Any) -> list[np.ndarray]:
+    raise AssertionError("a static plan's tasks are never run")
+
+
+def _no_writer(args: Any, outs: Any) -> None:
+    raise AssertionError("a static plan's tasks are never run")
 
 
 def load(executable: Executable) -> Program:
@@ -46,11 +174,17 @@ def load(executable: Executable) -> Program:
     # here, together, rather than one by one as the engines bind their kernels
     compute_pending(node.attrs["value"] for node in nodes.values()
                     if node.op_type == "Const" and isinstance(node.attrs.get("value"), Tensor))
-    steps = tuple(
-        BoundStep(get_engine(step.engine).bind(nodes[step.node]), step.inputs, step.outputs,
-                  step.release, nodes[step.node])
-        for step in executable.steps)
+    steps = []
+    tasks = []
+    for step in executable.steps:
+        engine = get_engine(step.engine)
+        node = nodes[step.node]
+        kernel = engine.bind(node)
+        steps.append(BoundStep(kernel, step.inputs, step.outputs, step.release, node))
+        tasks.append(Task(kernel, engine.bind_writer(node), step.inputs, step.outputs,
+                          step.release))
     template: list[Optional[np.ndarray]] = [None] * executable.num_slots
     for slot, name in executable.constants.items():
         template[slot] = nodes[name].attrs["value"].numpy()
-    return Program(steps, tuple(template))
+    return Program(executable, tuple(steps), tuple(tasks), tuple(template),
+                   step_uses(executable), pinned_slots(executable))

@@ -3,6 +3,7 @@
 from ge.ir.dtypes import DataType, from_numpy_dtype, to_numpy_dtype
 from ge.ir.graph import (
     DIMENSION_NAMES_ARE_HINTS,
+    MEMORY_OPTIONS_KEY,
     Graph,
     Node,
     Usage,
@@ -24,7 +25,8 @@ from ge.ir.tensor import (
 )
 
 __all__ = [
-    "DIMENSION_NAMES_ARE_HINTS", "DataType", "Dim", "Format", "Graph", "Node", "Shape",
+    "DIMENSION_NAMES_ARE_HINTS", "MEMORY_OPTIONS_KEY", "DataType", "Dim", "Format", "Graph",
+    "Node", "Shape",
     "Tensor", "TensorDesc", "Usage",
     "Value", "as_value", "collector_paused", "format_shape", "from_numpy_dtype", "is_static",
     "normalize_shape", "num_elements", "set_node_checker", "to_numpy_dtype",

@@ -19,12 +19,17 @@ from ge.ir.node import Node, Usage, Value, ValueLike, as_value, describe
 from ge.ir.tensor import TensorDesc
 
 __all__ = ["Usage", "Value", "Node", "Graph", "ValueLike", "as_value", "set_node_checker",
-           "collector_paused", "describe", "DIMENSION_NAMES_ARE_HINTS"]
+           "collector_paused", "describe", "DIMENSION_NAMES_ARE_HINTS",
+           "MEMORY_OPTIONS_KEY"]
 
 #: ``graph.metadata`` key: when true, the names of the inputs' dimensions are what a model
 #: file declared, not a promise (ONNX's dim_param): feeds may break them, and a session
 #: then runs a plan compiled with those dimensions apart
 DIMENSION_NAMES_ARE_HINTS = "dimension_names_are_hints"
+
+#: ``graph.metadata`` key: the memory planner's switches ``{"memory_reuse": bool,
+#: "inplace": bool}``, as ``gp.MemoryPass`` records them; ``ge.compile`` reads them
+MEMORY_OPTIONS_KEY = "memory"
 
 
 # A hook the op registry installs: it checks one node against its op's definition

@@ -1,0 +1,170 @@
+"""Lifetimes of a schedule's values, with views and in-place writes folded in.
+
+The input is the schedule as slot numbers (which slots each step reads and writes),
+the concrete shape and dtype of every slot whose size is known, and the slots that
+live outside the arena (graph inputs, constants, graph outputs). The result is a
+:class:`MemoryPlan`: an arena offset for every stored slot, which steps are views
+and which run in place, and the figures the memory report prints.
+
+- A **view** step (an op with the ``VIEW`` trait: Reshape, Flatten, Squeeze, ...)
+  stores nothing: its output is input 0's buffer re-shaped, and that buffer lives
+  until the view's last reader too.
+- An **in-place** step (an op with the ``INPLACE`` trait) writes output 0 over input 0
+  when input 0's buffer dies at that step, both have the same shape and dtype, no other
+  input of the step reads that buffer, and neither is a graph input, constant or output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+
+from ge.memory.planner import Buffer, aligned, lower_bound, place
+
+__all__ = ["StepUse", "SlotDesc", "MemoryPlan", "plan_memory", "live_peak"]
+
+#: a slot's concrete shape and NumPy dtype
+SlotDesc = tuple[tuple[int, ...], np.dtype]
+
+
+@dataclass(frozen=True)
+class StepUse:
+    """What one step of the schedule reads and writes, and what its op allows."""
+
+    inputs: tuple[int, ...]  # -1: absent optional input
+    outputs: tuple[int, ...]
+    view: bool = False  # output 0 is input 0's data re-shaped
+    inplace: bool = False  # output 0 may overwrite input 0
+
+
+def _nbytes(desc: SlotDesc) -> int:
+    shape, dtype = desc
+    return int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+
+
+@dataclass
+class MemoryPlan:
+    """Where each value of one input signature lives during a run."""
+
+    offsets: dict[int, int]  # slot -> byte offset in the arena (views and in-place included)
+    descs: dict[int, SlotDesc]  # every slot of known size
+    views: frozenset[int]  # steps whose output is a re-shaped input 0
+    inplace: frozenset[int]  # steps that write output 0 over input 0
+    dynamic: frozenset[int]  # produced slots whose size is known only once computed
+    arena_bytes: int
+    naive_bytes: int
+    lower_bound_bytes: int
+    strategy: str
+    tried: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def inplace_count(self) -> int:
+        """How many steps write their output over their input."""
+        return len(self.inplace)
+
+    def report(self) -> dict[str, Any]:
+        """The figures ``executable.memory`` shows."""
+        return {
+            "naive_bytes": self.naive_bytes,
+            "planned_bytes": self.arena_bytes,
+            "lower_bound_bytes": self.lower_bound_bytes,
+            "inplace_count": self.inplace_count,
+            "view_count": len(self.views),
+            "dynamic_values": len(self.dynamic),
+            "strategy": self.strategy,
+            "strategies": dict(self.tried),
+        }
+
+
+def plan_memory(steps: Sequence[StepUse], descs: dict[int, SlotDesc], pinned: set[int],
+                reuse: bool = True, inplace: bool = True) -> MemoryPlan:
+    """Plan the arena for ``steps`` (in schedule order).
+
+    ``descs`` gives the concrete shape and dtype of every slot whose size is known;
+    ``pinned`` are the slots kept outside the arena (graph inputs, constants and
+    outputs). ``reuse`` off gives every stored value its own bytes; ``inplace`` off
+    never writes an output over an input.
+    """
+    last_use: dict[int, int] = {}
+    produced_at: dict[int, int] = {}
+    for index, step in enumerate(steps):
+        for slot in step.inputs:
+            if slot >= 0:
+                last_use[slot] = index
+        for slot in step.outputs:
+            produced_at[slot] = index
+    root: dict[int, int] = {}
+    members: dict[int, list[int]] = {}
+
+    def group(slot: int) -> int:
+        return root.get(slot, slot)
+
+    def group_last(head: int) -> int:
+        return max(last_use.get(m, produced_at.get(m, -1)) for m in members.get(head, [head]))
+
+    def join(slot: int, head: int) -> None:
+        root[slot] = head
+        members.setdefault(head, [head]).append(slot)
+
+    views: set[int] = set()
+    in_place: set[int] = set()
+    for index, step in enumerate(steps):
+        if not step.outputs or not step.inputs or step.inputs[0] < 0:
+            continue
+        source, target = step.inputs[0], step.outputs[0]
+        if target in pinned or target not in descs:
+            continue
+        if step.view and source in descs and _nbytes(descs[source]) == _nbytes(descs[target]):
+            join(target, group(source))
+            views.add(index)
+        elif (step.inplace and inplace and source in descs and descs[source] == descs[target]
+              and group(source) not in pinned and source not in pinned
+              and group_last(group(source)) == index
+              and all(s < 0 or s == source or group(s) != group(source)
+                      for s in step.inputs[1:])):
+            join(target, group(source))
+            in_place.add(index)
+
+    dynamic = frozenset(slot for slot in produced_at if slot not in descs and slot not in pinned)
+    buffers: list[Buffer] = []
+    naive = 0
+    for slot, index in produced_at.items():
+        if slot in pinned or slot not in descs:
+            continue
+        if slot not in root:  # a group's head: it owns the storage
+            buffers.append(Buffer(slot, aligned(_nbytes(descs[slot])), index,
+                                  max(index, group_last(slot))))
+        if not (slot in root and steps[produced_at[slot]].view):
+            naive += _nbytes(descs[slot])
+    placement = place(buffers, reuse=reuse)
+    offsets = dict(placement.offsets)
+    for slot, head in root.items():
+        if head in offsets:
+            offsets[slot] = offsets[head]
+    return MemoryPlan(offsets, dict(descs), frozenset(views), frozenset(in_place), dynamic,
+                      placement.arena_bytes, naive, lower_bound(buffers), placement.strategy,
+                      placement.tried)
+
+
+def live_peak(steps: Sequence[StepUse], sizes: dict[int, int], pinned: set[int],
+              order: Optional[Sequence[int]] = None) -> int:
+    """The largest total of stored values live at one step when ``steps`` run in
+    ``order`` (default: as given); views and in-place writes are not counted."""
+    order = list(range(len(steps))) if order is None else list(order)
+    position = {step: i for i, step in enumerate(order)}
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for step in order:
+        at = position[step]
+        for slot in steps[step].outputs:
+            first[slot] = at
+            last.setdefault(slot, at)
+        for slot in steps[step].inputs:
+            if slot >= 0:
+                last[slot] = max(last.get(slot, at), at)
+    buffers = [Buffer(slot, aligned(sizes.get(slot, 0)), first[slot], last[slot])
+               for slot in first if slot not in pinned]
+    return lower_bound(buffers)

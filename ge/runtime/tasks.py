@@ -1,0 +1,233 @@
+"""The model-sink path: a whole task list run in one call, out of one planned arena.
+
+The runtime knows tasks, not graphs. A :class:`Task` is a kernel (and, when its
+engine has one, a writer that computes into given arrays), the value slots it reads
+and writes, and the slots it frees. A :class:`TaskPlan` binds the list to one input
+signature: for each task how it runs (``Mode``) and, for each output, where it lives:
+at an offset in the arena, in a fresh buffer the run hands to the caller (a graph
+output), or wherever the kernel put it (a value whose size only the data decides).
+
+:func:`run_tasks` executes the list: no dictionaries, feed checks or planning per
+task, only the loop below. Arenas come from the device heap (:class:`ArenaPool`), one
+per concurrent run, pooled and bounded.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from ge.errors import GEError
+from ge.runtime.memory import DeviceHeap
+
+__all__ = ["Mode", "Task", "OutSpec", "TaskPlan", "TaskFailure", "Arena", "ArenaPool",
+           "run_tasks", "FRESH", "ANYWHERE"]
+
+Kernel = Callable[[Sequence[Optional[np.ndarray]]], list[np.ndarray]]
+Writer = Callable[[Sequence[Optional[np.ndarray]], Sequence[np.ndarray]], None]
+
+#: an output offset meaning "a new buffer each run" (handed to the caller)
+FRESH = -1
+#: an output offset meaning "wherever the kernel puts it" (size known only once computed)
+ANYWHERE = -2
+
+
+class Mode(enum.IntEnum):
+    """How a task runs under one plan."""
+
+    KEEP = 0  # call the kernel, keep what it returns (copying it out of the arena)
+    WRITE = 1  # call the writer on the planned output arrays
+    COPY = 2  # call the kernel, copy into the planned arrays what belongs in the arena
+    VIEW = 3  # output 0 is input 0 re-shaped: no kernel runs
+
+
+@dataclass(frozen=True)
+class Task:
+    """A kernel with the slots it reads, writes and frees afterwards."""
+
+    kernel: Kernel
+    writer: Optional[Writer]
+    inputs: tuple[int, ...]  # -1: absent optional input
+    outputs: tuple[int, ...]
+    release: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class OutSpec:
+    """Where one output lives: ``offset`` in the arena, ``FRESH`` or ``ANYWHERE``."""
+
+    offset: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """A task list bound to one input signature."""
+
+    modes: tuple[Mode, ...]
+    outs: tuple[tuple[OutSpec, ...], ...]
+    arena_bytes: int
+
+
+class TaskFailure(Exception):
+    """A task raised: which one, on which arguments (the caller names the node)."""
+
+    def __init__(self, index: int, args: Sequence[Optional[np.ndarray]],
+                 error: Exception) -> None:
+        super().__init__(f"task {index} failed: {error}")
+        self.index = index
+        self.arguments = list(args)
+        self.error = error
+
+
+class Arena:
+    """One block of device memory and the typed views a plan makes in it."""
+
+    def __init__(self, device: Any, nbytes: int) -> None:
+        self.device = device
+        self.nbytes = nbytes
+        self.ptr = device.allocate(max(nbytes, 1))
+        self.bytes = device.view(self.ptr, max(nbytes, 1))
+        self._views_for: Optional[TaskPlan] = None
+        self._views: list[list[Optional[np.ndarray]]] = []
+
+    def views(self, plan: TaskPlan) -> list[list[Optional[np.ndarray]]]:
+        """Per task, per output: its array in this arena, or None (fresh or anywhere)."""
+        if self._views_for is not plan:
+            self._views = [[self._view(spec) for spec in specs] for specs in plan.outs]
+            self._views_for = plan
+        return self._views
+
+    def _view(self, spec: OutSpec) -> Optional[np.ndarray]:
+        if spec.offset < 0:
+            return None
+        size = int(np.prod(spec.shape, dtype=np.int64)) * spec.dtype.itemsize
+        return self.bytes[spec.offset:spec.offset + size].view(spec.dtype).reshape(spec.shape)
+
+    def holds(self, array: np.ndarray) -> bool:
+        """True when ``array`` may lie in this arena's memory."""
+        return bool(np.may_share_memory(array, self.bytes))
+
+    def free(self) -> None:
+        """Give the memory back to the device (views made before stay readable)."""
+        try:
+            self.device.free(self.ptr)
+        except GEError:
+            pass  # the device was reset under us: its heap already let go of the block
+
+
+#: the heap model arenas come from: apart from the blocks ``acl.rt.malloc`` hands out, so
+#: that resetting a device (which frees what the user left allocated) never frees the
+#: arenas of sessions still alive
+MODEL_HEAP = DeviceHeap(name="model arenas")
+
+
+class ArenaPool:
+    """Arenas for concurrent runs: taken for a run and given back; at most ``keep``
+    idle ones are kept. Idle arenas are freed when the pool is cleared or collected."""
+
+    def __init__(self, device: Any = MODEL_HEAP, keep: int = 2) -> None:
+        self.device = device
+        self.keep = keep
+        self._idle: list[Arena] = []
+        self._lock = threading.Lock()
+        self.created = 0
+        weakref.finalize(self, _free_all, self._idle)
+
+    def acquire(self, nbytes: int) -> Arena:
+        """An arena of at least ``nbytes``: an idle one when one is big enough."""
+        with self._lock:
+            fitting = [a for a in self._idle if a.nbytes >= nbytes]
+            if fitting:
+                arena = min(fitting, key=lambda a: a.nbytes)
+                self._idle.remove(arena)
+                return arena
+            smaller = max(self._idle, key=lambda a: a.nbytes) if self._idle else None
+            if smaller is not None:
+                self._idle.remove(smaller)
+        if smaller is not None:
+            smaller.free()
+        arena = Arena(self.device, nbytes)
+        with self._lock:
+            self.created += 1
+        return arena
+
+    def release(self, arena: Arena) -> None:
+        """Take ``arena`` back after a run."""
+        with self._lock:
+            if len(self._idle) < self.keep:
+                self._idle.append(arena)
+                return
+        arena.free()
+
+    def idle_bytes(self) -> int:
+        """Bytes held by idle arenas."""
+        with self._lock:
+            return sum(a.nbytes for a in self._idle)
+
+    def clear(self) -> None:
+        """Free every idle arena."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for arena in idle:
+            arena.free()
+
+
+def _free_all(arenas: list[Arena]) -> None:
+    while arenas:
+        arenas.pop().free()
+
+
+def run_tasks(tasks: Sequence[Task], plan: TaskPlan, arena: Arena,
+              values: list[Optional[np.ndarray]]) -> None:
+    """Run every task in order, reading and writing ``values`` (slot -> array)."""
+    views = arena.views(plan)
+    modes = plan.modes
+    for index, task in enumerate(tasks):
+        args = [values[slot] if slot >= 0 else None for slot in task.inputs]
+        mode = modes[index]
+        try:
+            if mode is Mode.VIEW:
+                source = args[0]
+                assert source is not None
+                values[task.outputs[0]] = source.reshape(plan.outs[index][0].shape)
+            elif mode is Mode.WRITE:
+                outs = [view if view is not None else np.empty(spec.shape, spec.dtype)
+                        for view, spec in zip(views[index], plan.outs[index])]
+                assert task.writer is not None
+                task.writer(args, outs)
+                for slot, out in zip(task.outputs, outs):
+                    values[slot] = out
+            else:
+                produced = _placed(task.kernel(args), views[index], plan.outs[index], arena)
+                for slot, array in zip(task.outputs, produced):
+                    values[slot] = array
+        except Exception as error:  # noqa: BLE001 - the caller names the node
+            raise TaskFailure(index, args, error) from error
+        for slot in task.release:
+            values[slot] = None
+
+
+def _placed(produced: list[np.ndarray], views: list[Optional[np.ndarray]],
+            specs: Sequence[OutSpec], arena: Arena) -> list[np.ndarray]:
+    """The kernel's results where the plan keeps them: copied into their arena views,
+    or, for a result kept where the kernel put it, copied out of the arena when it is a
+    view of an input there (that input's bytes go to other values once it dies)."""
+    placed = []
+    for array, view, spec in zip(produced, views, specs):
+        if view is None:
+            placed.append(array.copy() if arena.holds(array) else array)
+            continue
+        if array.shape != spec.shape or array.dtype != spec.dtype:
+            raise ValueError(f"the kernel gave {array.dtype}{list(array.shape)} where the "
+                             f"memory plan holds {spec.dtype}{list(spec.shape)}")
+        np.copyto(view, array)
+        placed.append(view)
+    return placed
