@@ -14,7 +14,7 @@ values, so one session may serve several threads.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Optional
 
 import numpy as np
@@ -25,9 +25,11 @@ from ge.compiler.specialize import broken_names, split_dimension_names
 from ge.errors import ExecutionError, GEError, GERuntimeError, InputError
 from ge.ir import Node, TensorDesc
 from ge.ir.tensor import format_shape
+from ge.runtime.acl_rt import stream_of
+from ge.runtime.stream import Stream
 from ge.runtime.tasks import Arena, ArenaPool, TaskFailure, run_tasks
 
-__all__ = ["Session"]
+__all__ = ["Session", "AsyncRun"]
 
 
 class Session:
@@ -41,6 +43,7 @@ class Session:
         self._program: Optional[Program] = load(executable)
         # one arena per concurrent run, from the runtime's model heap, pooled
         self._arenas = ArenaPool(keep=ARENAS_KEPT)
+        self._own_stream: Optional[Stream] = None  # run_async's default, made on first use
         # plans for feeds that break the dimension names a model file declared (see
         # ge.compiler.specialize): broken names -> session, the most recent last
         self._specialized: dict[frozenset[str], Session] = {}
@@ -65,14 +68,56 @@ class Session:
         """Run the graph once; return ``{output name: array}`` in the graph's output order.
 
         Feeds are host arrays (or anything ``np.asarray`` takes) or device buffers
-        ``(pointer, nbytes)``. Given device buffers, the outputs are new device
-        buffers owned by the caller.
+        ``(pointer, nbytes)``, read in place. Given device buffers, the outputs are
+        written straight into new device buffers owned by the caller, returned as
+        ``(pointer, nbytes)``.
         """
+        return self._prepare(feed, "Session.run").execute()
+
+    def run_async(self, feed: Mapping[str, Any], stream: Any = None) -> AsyncRun:
+        """Start a run on ``stream`` and return at once (the seed's section 6.2).
+
+        ``stream`` is an ``acl.rt.create_stream`` handle, a ``ge.runtime.Stream``, or
+        None (the session's own stream). The feed is checked now, in the caller's
+        thread; device buffers are read when the run starts on the stream, after the
+        work queued there before it (an ``acl.rt.memcpy_async`` into them, say). The
+        handle's ``wait()`` returns what ``run`` would. For device feeds whose output
+        sizes the input shapes decide, the handle is at once the dict of output
+        buffers ``{name: (pointer, nbytes)}``, valid once an event recorded on the
+        stream after this call is reached; otherwise reading it waits for the run.
+        A failure is raised by ``wait()`` and by the stream's next synchronize.
+        """
+        prepared = self._prepare(feed, "Session.run_async")
+        target = self._stream_for(stream)
+        handle = AsyncRun(prepared.buffers_now())
+
+        def work() -> None:
+            try:
+                handle._finish(prepared.execute())
+            except BaseException as error:
+                handle._fail(error)
+                raise
+
+        target.submit(work)
+        return handle
+
+    def _stream_for(self, stream: Any) -> Stream:
+        if isinstance(stream, Stream):
+            return stream
+        found = stream_of(stream)
+        if found is not None:
+            return found
+        with self._lock:
+            if self._own_stream is None or self._own_stream.closed:
+                self._own_stream = Stream(label=f"session {id(self):#x}")
+            return self._own_stream
+
+    def _prepare(self, feed: Mapping[str, Any], what: str) -> _PreparedRun:
         program = self._program
         if program is None:
             raise GERuntimeError("this session was finalized; create a new ge.Session")
         if not isinstance(feed, Mapping):
-            raise InputError(f"Session.run expects a dict of input name to array, "
+            raise InputError(f"{what} expects a dict of input name to array, "
                              f"got {type(feed).__name__}")
         on_device = any(_is_device_buffer(v) for v in feed.values())
         try:
@@ -81,20 +126,9 @@ class Session:
             specialized = self._specialized_for(feed)
             if specialized is None:
                 raise
-            return specialized.run(feed)
+            return specialized._prepare(feed, what)
         plan = program.plan_for({name: array.shape for name, array in arrays.items()})
-        values = list(program.template)
-        for spec in self._executable.inputs:
-            values[spec.slot] = arrays[spec.name]
-        arena = self._arenas.acquire(plan.tasks.arena_bytes)
-        try:
-            _execute(program, plan, arena, values)
-            results = {spec.name: self._result(spec, values[spec.slot], arrays.values(), arena)
-                       for spec in self._executable.outputs}
-        finally:
-            values.clear()
-            self._arenas.release(arena)
-        return _to_device(results) if on_device else results
+        return _PreparedRun(self, program, plan, arrays, on_device)
 
     def _result(self, spec: IOSpec, array: Optional[np.ndarray], feeds: Any,
                 arena: Arena) -> np.ndarray:
@@ -139,7 +173,11 @@ class Session:
         return list(self._specialized)
 
     def finalize(self) -> None:
-        """Release the session's resources; it cannot run afterwards."""
+        """Release the session's resources; it cannot run afterwards. Runs started with
+        ``run_async`` on the session's own stream finish first."""
+        own, self._own_stream = self._own_stream, None
+        if own is not None:
+            own.close()
         self._program = None
         self._specialized.clear()
         self._arenas.clear()
@@ -161,10 +199,140 @@ class Session:
         self.finalize()
 
 
+class _PreparedRun:
+    """A checked feed with its plan: what one run needs, ready to execute anywhere."""
+
+    def __init__(self, session: Session, program: Program, plan: BoundPlan,
+                 arrays: dict[str, np.ndarray], on_device: bool) -> None:
+        self.session = session
+        self.program = program
+        self.plan = plan
+        self.arrays = arrays
+        self.on_device = on_device
+        self.device_outputs: Optional[dict[str, tuple[int, np.ndarray]]] = None
+        if on_device:
+            self.device_outputs = _allocate_outputs(program, plan)
+
+    def buffers_now(self) -> Optional[dict[str, tuple[int, int]]]:
+        """The device output buffers, when every one could be allocated before the run."""
+        found = self.device_outputs
+        if found is None or len(found) != len(self.program.executable.outputs):
+            return None
+        return {name: (pointer, view.nbytes) for name, (pointer, view) in found.items()}
+
+    def execute(self) -> dict[str, Any]:
+        program, executable = self.program, self.program.executable
+        values = list(program.template)
+        for spec in executable.inputs:
+            values[spec.slot] = self.arrays[spec.name]
+        given = None
+        if self.device_outputs is not None:
+            given = {}
+            for spec in executable.outputs:
+                if spec.name in self.device_outputs and spec.slot not in given:
+                    given[spec.slot] = self.device_outputs[spec.name][1]
+        arena = self.session._arenas.acquire(self.plan.tasks.arena_bytes)
+        try:
+            _execute(program, self.plan, arena, values, given)
+            results = {spec.name: self.session._result(spec, values[spec.slot],
+                                                       self.arrays.values(), arena)
+                       for spec in executable.outputs}
+        except BaseException:
+            self._free_outputs()
+            raise
+        finally:
+            values.clear()
+            self.session._arenas.release(arena)
+        if not self.on_device:
+            return results
+        return _to_device(results, self.device_outputs or {}, executable.outputs)
+
+    def _free_outputs(self) -> None:
+        if self.device_outputs:
+            from ge.runtime.device import get_device
+
+            device = get_device()
+            for pointer, _ in self.device_outputs.values():
+                device.free(pointer)
+            self.device_outputs = {}
+
+
+class AsyncRun(Mapping[str, Any]):
+    """The handle ``Session.run_async`` returns: ``wait()`` gives the run's outputs.
+
+    As a mapping it is the run's output dict: the device buffers at once when they
+    were allocated before the run (their contents are valid once the run is done),
+    otherwise the result of ``wait()``.
+    """
+
+    def __init__(self, buffers: Optional[dict[str, tuple[int, int]]]) -> None:
+        self._buffers = buffers
+        self._done = threading.Event()
+        self._result: Optional[dict[str, Any]] = None
+        self._error: Optional[BaseException] = None
+
+    def wait(self, timeout: Optional[float] = None) -> dict[str, Any]:
+        """Block until the run is done; return its outputs or raise its error."""
+        if not self._done.wait(timeout):
+            raise GERuntimeError(f"the run did not finish within {timeout} s")
+        if self._error is not None:
+            if isinstance(self._error, GEError):
+                raise self._error
+            raise ExecutionError(f"the run failed: {self._error}") from self._error
+        assert self._result is not None
+        return self._result
+
+    def done(self) -> bool:
+        """True once the run has finished (or failed)."""
+        return self._done.is_set()
+
+    def _finish(self, result: dict[str, Any]) -> None:
+        self._result = result
+        self._done.set()
+
+    def _fail(self, error: BaseException) -> None:
+        self._error = error
+        self._done.set()
+
+    def _view(self) -> Mapping[str, Any]:
+        return self._buffers if self._buffers is not None else self.wait()
+
+    def __getitem__(self, name: str) -> Any:
+        return self._view()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._view())
+
+    def __len__(self) -> int:
+        return len(self._view())
+
+    def __repr__(self) -> str:
+        state = "done" if self.done() else "running"
+        return f"<AsyncRun {state}>"
+
+
+def _allocate_outputs(program: Program, plan: BoundPlan) -> dict[str, tuple[int, np.ndarray]]:
+    """Device buffers for the outputs whose shapes the plan knows, with host views."""
+    from ge.runtime.device import get_device
+
+    device = get_device()
+    found: dict[str, tuple[int, np.ndarray]] = {}
+    for spec in program.executable.outputs:
+        desc = plan.memory.descs.get(spec.slot)
+        if desc is None:
+            continue
+        shape, dtype = desc
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        pointer = device.allocate(nbytes)
+        found[spec.name] = (pointer, device.array(pointer, dtype, shape))
+    return found
+
+
 def _execute(program: Program, plan: BoundPlan, arena: Arena,
-             values: list[Optional[np.ndarray]]) -> None:
+             values: list[Optional[np.ndarray]],
+             given: Optional[dict[int, np.ndarray]] = None) -> None:
     try:
-        run_tasks(program.tasks, plan.tasks, arena, values)
+        run_tasks(program.tasks, plan.tasks, arena, values, given)
     except TaskFailure as failure:
         if isinstance(failure.error, GEError):
             raise failure.error from None
@@ -265,7 +433,7 @@ def _read_device(spec: IOSpec, buffer: tuple[int, int]) -> np.ndarray:
     pointer, nbytes = int(buffer[0]), int(buffer[1])
     shape = _shape_from_bytes(spec, nbytes)
     device = device_of_pointer(pointer)
-    return device.array(pointer, spec.desc.dtype.np_dtype, shape).copy()
+    return device.array(pointer, spec.desc.dtype.np_dtype, shape)  # read in place
 
 
 def _shape_from_bytes(spec: IOSpec, nbytes: int) -> tuple[int, ...]:
@@ -293,14 +461,24 @@ def _shape_from_bytes(spec: IOSpec, nbytes: int) -> tuple[int, ...]:
     return tuple(int(d) for d in shape)
 
 
-def _to_device(results: dict[str, np.ndarray]) -> dict[str, tuple[int, int]]:
+def _to_device(results: dict[str, np.ndarray], allocated: dict[str, tuple[int, np.ndarray]],
+               outputs: Sequence[IOSpec]) -> dict[str, tuple[int, int]]:
+    """``(pointer, nbytes)`` per output: the buffer allocated before the run (filled by
+    it, or here when the result came out elsewhere), or a new one."""
     from ge.runtime.device import get_device
 
     device = get_device()
     buffers: dict[str, tuple[int, int]] = {}
-    for name, array in results.items():
+    for spec in outputs:
+        array = results[spec.name]
+        if spec.name in allocated:
+            pointer, view = allocated[spec.name]
+            if array is not view:
+                np.copyto(view, array)
+            buffers[spec.name] = (pointer, view.nbytes)
+            continue
         array = np.ascontiguousarray(array)
         pointer = device.allocate(array.nbytes)
         device.copy_in(pointer, array)
-        buffers[name] = (pointer, array.nbytes)
+        buffers[spec.name] = (pointer, array.nbytes)
     return buffers

@@ -186,11 +186,24 @@ def _free_all(arenas: list[Arena]) -> None:
 
 
 def run_tasks(tasks: Sequence[Task], plan: TaskPlan, arena: Arena,
-              values: list[Optional[np.ndarray]]) -> None:
-    """Run every task in order, reading and writing ``values`` (slot -> array)."""
+              values: list[Optional[np.ndarray]],
+              given: Optional[dict[int, np.ndarray]] = None,
+              indices: Optional[Sequence[int]] = None,
+              before: Optional[Callable[[int], None]] = None,
+              after: Optional[Callable[[int], None]] = None) -> None:
+    """Run the tasks in order, reading and writing ``values`` (slot -> array).
+
+    ``given``: arrays that outputs planned ``FRESH`` are written into (device buffers
+    the caller allocated). ``indices``: run only these tasks, in this order (one
+    stream's share); ``before(i)``/``after(i)`` are called around task ``i`` (waits
+    for and signals of other streams).
+    """
     views = arena.views(plan)
     modes = plan.modes
-    for index, task in enumerate(tasks):
+    for index in range(len(tasks)) if indices is None else indices:
+        task = tasks[index]
+        if before is not None:
+            before(index)
         args = [values[slot] if slot >= 0 else None for slot in task.inputs]
         mode = modes[index]
         try:
@@ -199,29 +212,48 @@ def run_tasks(tasks: Sequence[Task], plan: TaskPlan, arena: Arena,
                 assert source is not None
                 values[task.outputs[0]] = source.reshape(plan.outs[index][0].shape)
             elif mode is Mode.WRITE:
-                outs = [view if view is not None else np.empty(spec.shape, spec.dtype)
-                        for view, spec in zip(views[index], plan.outs[index])]
+                outs = _write_targets(views[index], plan.outs[index], task.outputs, given)
                 assert task.writer is not None
                 task.writer(args, outs)
                 for slot, out in zip(task.outputs, outs):
                     values[slot] = out
             else:
-                produced = _placed(task.kernel(args), views[index], plan.outs[index], arena)
+                produced = _placed(task.kernel(args), views[index], plan.outs[index],
+                                   task.outputs, arena, given)
                 for slot, array in zip(task.outputs, produced):
                     values[slot] = array
         except Exception as error:  # noqa: BLE001 - the caller names the node
             raise TaskFailure(index, args, error) from error
         for slot in task.release:
             values[slot] = None
+        if after is not None:
+            after(index)
+
+
+def _write_targets(views: list[Optional[np.ndarray]], specs: Sequence[OutSpec],
+                   slots: Sequence[int], given: Optional[dict[int, np.ndarray]]
+                   ) -> list[np.ndarray]:
+    outs = []
+    for view, spec, slot in zip(views, specs, slots):
+        if view is None:
+            view = given.get(slot) if given is not None else None
+            if view is None:
+                view = np.empty(spec.shape, spec.dtype)
+        outs.append(view)
+    return outs
 
 
 def _placed(produced: list[np.ndarray], views: list[Optional[np.ndarray]],
-            specs: Sequence[OutSpec], arena: Arena) -> list[np.ndarray]:
-    """The kernel's results where the plan keeps them: copied into their arena views,
-    or, for a result kept where the kernel put it, copied out of the arena when it is a
-    view of an input there (that input's bytes go to other values once it dies)."""
+            specs: Sequence[OutSpec], slots: Sequence[int], arena: Arena,
+            given: Optional[dict[int, np.ndarray]]) -> list[np.ndarray]:
+    """The kernel's results where the plan keeps them: copied into their arena views
+    (or into the caller's buffers), or, for a result kept where the kernel put it,
+    copied out of the arena when it is a view of an input there (that input's bytes go
+    to other values once it dies)."""
     placed = []
-    for array, view, spec in zip(produced, views, specs):
+    for array, view, spec, slot in zip(produced, views, specs, slots):
+        if view is None and given is not None:
+            view = given.get(slot)
         if view is None:
             placed.append(array.copy() if arena.holds(array) else array)
             continue

@@ -7,6 +7,8 @@ import importlib.util
 import io
 import subprocess
 import sys
+import threading
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -118,3 +120,61 @@ def test_demo_runs_and_prints_timings():
     assert completed.stdout.count("time per run:") == 2
     assert "output fc2_softmax: shape [8, 10]" in completed.stdout
     assert "output relu: shape [1024, 1024]" in completed.stdout
+
+
+def test_section_6_2_async_executor_on_four_streams(cnn_graph):
+    module = load_example("seed_6_2_async_execution")
+    rng = np.random.default_rng(11)
+    batches = [rng.standard_normal((n, 32, 32, 3), dtype=np.float32) for n in (1, 2, 3, 2, 1, 4)]
+    before = {t.name for t in threading.enumerate()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # B8: the inputs leak until reset
+        results, printed = quietly(module.execute_graph_async, cnn_graph, batches)
+    assert "Initialized with 4 streams" in printed and "Processed 6 batches" in printed
+    assert len(results) == len(batches)
+    synchronous = ge.Session(ge.compile(cnn_graph))
+    for got, batch in zip(results, batches):  # wait_all handles the events in order
+        flat = got["fc2_softmax"]
+        assert flat.dtype == np.float32 and flat.shape == (batch.shape[0] * 10,)
+        want = synchronous.run({"input": batch})["fc2_softmax"]
+        np.testing.assert_array_equal(flat.reshape(-1, 10), want)  # bit for bit
+    after = {t.name for t in threading.enumerate() if t.is_alive()}
+    assert not {name for name in after - before if name.startswith("ge-stream")}
+
+
+def test_run_async_returns_before_the_stream_reaches_it(cnn_graph):
+    import acl
+
+    session = ge.Session(ge.compile(cnn_graph))
+    batch = np.random.default_rng(2).standard_normal((2, 32, 32, 3), dtype=np.float32)
+    acl.init()
+    stream = acl.rt.create_stream()
+    gate = threading.Event()
+    try:
+        acl.rt.stream_of(stream).submit(gate.wait, 5.0)  # hold the stream
+        pointer, _ = acl.rt.malloc(batch.nbytes)
+        acl.rt.memcpy_async(pointer, batch, batch.nbytes, acl.rt.MEMCPY_HOST_TO_DEVICE, stream)
+        handle = session.run_async({"input": (pointer, batch.nbytes)}, stream)
+        assert not handle.done()
+        (name, (out_pointer, size)), = handle.items()  # buffers known before the run
+        assert name == "fc2_softmax" and size == 2 * 10 * 4
+        gate.set()
+        acl.rt.synchronize_stream(stream)
+        assert handle.done()
+        host = np.zeros(20, np.float32)
+        acl.rt.memcpy(host, out_pointer, size, acl.rt.MEMCPY_DEVICE_TO_HOST)
+        np.testing.assert_array_equal(host.reshape(2, 10),
+                                      session.run({"input": batch})["fc2_softmax"])
+        assert handle.wait()["fc2_softmax"] == (out_pointer, size)
+        acl.rt.free(out_pointer)
+        acl.rt.free(pointer)
+        host_run = session.run_async({"input": batch})  # the session's own stream
+        np.testing.assert_array_equal(host_run.wait(timeout=30)["fc2_softmax"],
+                                      session.run({"input": batch})["fc2_softmax"])
+        with pytest.raises(ge.errors.InputError):  # a bad feed raises in the caller
+            session.run_async({"input": batch[..., :2].copy()}, stream)
+    finally:
+        gate.set()
+        acl.rt.destroy_stream(stream)
+        session.finalize()
+        acl.finalize()
