@@ -30,13 +30,18 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from ge.engines.base import BoundKernel, Engine, register_engine
+from ge.engines.base import BoundKernel, Engine, WritingKernel, register_engine
 from ge.engines.fused import cost, kernels
 from ge.engines.fused.codegen import describe, generate
 from ge.engines.fused.layout import Layout, classify
 from ge.engines.fused.lowering import Unsupported, lower
 from ge.engines.fused.plan import Plan, stage, value_shapes
-from ge.engines.fused.runner import PARALLEL_MIN_ELEMENTS, FusedKernel, StageKernels
+from ge.engines.fused.runner import (
+    PARALLEL_MIN_ELEMENTS,
+    FusedKernel,
+    StageKernels,
+    write_into,
+)
 from ge.errors import UnsupportedOpError
 from ge.ir import Node
 from ge.ops.fused_elementwise import FUSED_ELEMENTWISE
@@ -159,6 +164,27 @@ class FusedElementwiseEngine(Engine):
             return _build(analysis, reference, node.name)
         return _CompileWhenLarge(analysis, reference, node.name)
 
+    def bind_writer(self, node: Node) -> Optional[WritingKernel]:
+        """The node's kernel writing into the output array it is handed (the compiled
+        loops write the result straight into it); None when the engine cannot run it."""
+        if isinstance(self.analysis(node), str):
+            return None
+        kernel = self.bind(node)
+
+        def write(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
+            _run_into(kernel, inputs, outs[0])
+
+        return write
+
+
+def _run_into(kernel: BoundKernel, inputs: Sequence[Optional[np.ndarray]],
+              out: np.ndarray) -> None:
+    """Run a bound kernel of this engine with its output written into ``out``."""
+    if isinstance(kernel, (FusedKernel, _CompileWhenLarge)):
+        kernel(inputs, out)
+    else:  # the reference kernel, numba having failed
+        write_into(kernel(inputs)[0], out)
+
 
 def _build(analysis: Analysis, reference: Any, name: str) -> BoundKernel:
     """Compile the node's loops now (from the disk cache when warm)."""
@@ -183,12 +209,17 @@ class _CompileWhenLarge:
         self.compiled: Optional[BoundKernel] = None
         self.lock = threading.Lock()
 
-    def __call__(self, inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
+    def __call__(self, inputs: Sequence[Optional[np.ndarray]],
+                 out: Optional[np.ndarray] = None) -> list[np.ndarray]:
         if self.compiled is None:
             shapes = [a.shape for a in inputs if a is not None]
             if math.prod(np.broadcast_shapes(*shapes)) < COMPILE_MIN_ELEMENTS:
-                return [np.asarray(self.reference(inputs))]
-        return self.force()(inputs)
+                return [write_into(np.asarray(self.reference(inputs)), out)]
+        compiled = self.force()
+        if out is None:
+            return compiled(inputs)
+        _run_into(compiled, inputs, out)
+        return [out]
 
     def force(self) -> BoundKernel:
         """The compiled kernel, compiling it now if no run has yet."""

@@ -30,7 +30,7 @@ from ge.engines.fused.lowering import constant_value
 from ge.engines.fused.plan import Plan, Stage, value_shapes
 
 __all__ = ["CALL_FUNCTIONS", "StageKernels", "FusedKernel", "PARALLEL_MIN_ELEMENTS",
-           "BLOCK_ELEMENTS"]
+           "BLOCK_ELEMENTS", "write_into"]
 
 #: outputs of at least this many elements run the parallel loop: measured on 2 cores, the
 #: parallel loop wins from 2-4M elements on (threads asleep, or after a matrix product)
@@ -56,6 +56,16 @@ CALL_FUNCTIONS: dict[str, Function] = {
     "arctan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "arcsinh": np.arcsinh,
     "arccosh": np.arccosh, "arctanh": np.arctanh, "power": np.power,
 }
+
+
+def write_into(result: np.ndarray, out: Optional[np.ndarray]) -> np.ndarray:
+    """``result`` when ``out`` is None, else ``out`` holding a copy of it (no copy when
+    ``result`` is ``out`` already)."""
+    if out is None:
+        return result
+    if result is not out:
+        np.copyto(out, result)
+    return out
 
 
 @dataclass(frozen=True)
@@ -114,7 +124,10 @@ class FusedKernel:
         self._layouts[key] = found
         return found
 
-    def __call__(self, inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
+    def __call__(self, inputs: Sequence[Optional[np.ndarray]],
+                 out: Optional[np.ndarray] = None) -> list[np.ndarray]:
+        """The node's output; written into ``out`` when given (a C-contiguous array of the
+        output's shape and dtype, overlapping no input), which is then returned."""
         values: dict[int, Any] = dict(self._constants)
         for index, position in self._inputs:
             values[index] = np.asarray(inputs[position])
@@ -122,13 +135,13 @@ class FusedKernel:
         layout = self._layouts.get(key) or self._run_layout(key)
         if layout.size == 0 or None in layout.inner:
             self.fallbacks += 1
-            return [np.asarray(self.reference(inputs))]
+            return [write_into(np.asarray(self.reference(inputs)), out)]
         with np.errstate(all="ignore"):
             if self.plan.calls and layout.size >= 2 * CHUNK_ELEMENTS \
                     and not any(layout.inner):
-                return [self._chunked(values, layout)]
-            self._execute(values, layout.shape, layout.size, layout.inner)
-        return [values[self.plan.program.result].reshape(layout.shape)]
+                return [self._chunked(values, layout, out)]
+            self._execute(values, layout.shape, layout.size, layout.inner, out)
+        return [write_into(values[self.plan.program.result].reshape(layout.shape), out)]
 
     def _execute(self, values: dict[int, Any], shape: tuple[int, ...], size: int,
                  inner: Sequence[Optional[int]], out: Optional[np.ndarray] = None) -> None:
@@ -143,12 +156,14 @@ class FusedKernel:
                 assert action.call is not None
                 self._call(action.call, action.in_place, values)
 
-    def _chunked(self, values: dict[int, Any], layout: _RunLayout) -> np.ndarray:
+    def _chunked(self, values: dict[int, Any], layout: _RunLayout,
+                 out: Optional[np.ndarray] = None) -> np.ndarray:
         """A plan with NumPy calls between its loops, on an output whose loops need no
         split axis, run ``CHUNK_ELEMENTS`` at a time: its temporaries then stay in cache
-        instead of making a round trip through memory each."""
+        instead of making a round trip through memory each. Written into ``out`` if given."""
         result = self.plan.program.result
-        out = np.empty(layout.shape, self.plan.program.instructions[result].dtype)
+        if out is None:
+            out = np.empty(layout.shape, self.plan.program.instructions[result].dtype)
         flat_out = out.reshape(-1)
         arrays = {i: np.ravel(values[i]) for i, _ in self._inputs}
         for start in range(0, layout.size, CHUNK_ELEMENTS):

@@ -12,7 +12,8 @@ from typing import Optional
 
 import numpy as np
 
-from ge.engines.base import BoundKernel, Engine, register_engine
+from ge.engines.base import BoundKernel, Engine, WritingKernel, register_engine
+from ge.engines.numpy import writers
 from ge.ir import Node
 from ge.ops.registry import get_schema, has_op
 
@@ -40,6 +41,11 @@ class NumpyEngine(Engine):
             return [np.asarray(result)]
 
         return run
+
+    def bind_writer(self, node: Node) -> Optional[WritingKernel]:
+        """A kernel writing ``node``'s outputs into given arrays (``writers``), or None
+        when the node's op, attributes or dtypes are not covered."""
+        return writers.writer_for(node)
 
 
 register_engine(NumpyEngine())
