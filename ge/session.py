@@ -27,7 +27,7 @@ from ge.ir import Node, TensorDesc
 from ge.ir.tensor import format_shape
 from ge.runtime.acl_rt import stream_of
 from ge.runtime.stream import Stream
-from ge.runtime.tasks import Arena, ArenaPool, TaskFailure, run_tasks
+from ge.runtime.tasks import Arena, ArenaPool, TaskFailure, run_on_streams, run_tasks
 
 __all__ = ["Session", "AsyncRun"]
 
@@ -44,6 +44,7 @@ class Session:
         # one arena per concurrent run, from the runtime's model heap, pooled
         self._arenas = ArenaPool(keep=ARENAS_KEPT)
         self._own_stream: Optional[Stream] = None  # run_async's default, made on first use
+        self._workers: list[Stream] = []  # the executable's streams 1.., made on first use
         # plans for feeds that break the dimension names a model file declared (see
         # ge.compiler.specialize): broken names -> session, the most recent last
         self._specialized: dict[frozenset[str], Session] = {}
@@ -100,6 +101,17 @@ class Session:
 
         target.submit(work)
         return handle
+
+    def _stream_workers(self) -> list[Stream]:
+        """The worker streams for the executable's streams beyond the first (made once)."""
+        wanted = self._executable.stream_count - 1
+        if wanted <= 0:
+            return []
+        with self._lock:
+            if len(self._workers) < wanted:
+                self._workers = [Stream(label=f"session {id(self):#x} stream {k + 1}")
+                                 for k in range(wanted)]
+            return self._workers
 
     def _stream_for(self, stream: Any) -> Stream:
         if isinstance(stream, Stream):
@@ -161,7 +173,8 @@ class Session:
                 options = self._executable.options
                 session = Session(compile(graph, opt_level=options.get("opt_level", 3),
                                           engines=options.get("engines"),
-                                          verify=options.get("verify", False)))
+                                          verify=options.get("verify", False),
+                                          streams=options.get("streams")))
             self._specialized[key] = session
             while len(self._specialized) > MAX_SPECIALIZED:
                 del self._specialized[next(iter(self._specialized))]
@@ -178,6 +191,9 @@ class Session:
         own, self._own_stream = self._own_stream, None
         if own is not None:
             own.close()
+        workers, self._workers = self._workers, []
+        for worker in workers:
+            worker.close()
         self._program = None
         self._specialized.clear()
         self._arenas.clear()
@@ -233,7 +249,7 @@ class _PreparedRun:
                     given[spec.slot] = self.device_outputs[spec.name][1]
         arena = self.session._arenas.acquire(self.plan.tasks.arena_bytes)
         try:
-            _execute(program, self.plan, arena, values, given)
+            _execute(program, self.plan, arena, values, given, self.session._stream_workers())
             results = {spec.name: self.session._result(spec, values[spec.slot],
                                                        self.arrays.values(), arena)
                        for spec in executable.outputs}
@@ -330,9 +346,14 @@ def _allocate_outputs(program: Program, plan: BoundPlan) -> dict[str, tuple[int,
 
 def _execute(program: Program, plan: BoundPlan, arena: Arena,
              values: list[Optional[np.ndarray]],
-             given: Optional[dict[int, np.ndarray]] = None) -> None:
+             given: Optional[dict[int, np.ndarray]] = None,
+             workers: Sequence[Stream] = ()) -> None:
     try:
-        run_tasks(program.tasks, plan.tasks, arena, values, given)
+        if plan.waits and workers:
+            run_on_streams(program.tasks, plan.tasks, arena, values, given, program.members,
+                           plan.waits, workers)
+        else:
+            run_tasks(program.tasks, plan.tasks, arena, values, given)
     except TaskFailure as failure:
         if isinstance(failure.error, GEError):
             raise failure.error from None

@@ -16,12 +16,13 @@ from typing import Any, Callable, Optional
 
 from ge.compiler.executable import Executable, IOSpec, Step
 from ge.compiler.specialize import shared_dimension_names
+from ge.compiler.streams import assign_streams
 from ge.engines import Engine, get_engine
-from ge.errors import CompileError, GraphError, UnsupportedOpError
+from ge.errors import CompileError, GEError, GraphError, UnsupportedOpError
 from ge.ir import MEMORY_OPTIONS_KEY, Graph, Node, Value, collector_paused
 from ge.ir.tensor import num_elements
 from ge.memory import StepUse, live_peak, memory_aware_order
-from ge.ops.registry import has_op
+from ge.ops.registry import has_op, node_cost
 from ge.passes import PassManager, passes_for_level
 
 __all__ = ["compile", "DEFAULT_ENGINES", "DEFAULT_OPT_LEVEL"]
@@ -31,24 +32,30 @@ DEFAULT_OPT_LEVEL = 3
 
 
 def compile(graph: Graph, *, opt_level: int = DEFAULT_OPT_LEVEL,  # noqa: A001
-            engines: Optional[Sequence[str]] = None, verify: bool = False) -> Executable:
+            engines: Optional[Sequence[str]] = None, verify: bool = False,
+            streams: Optional[int] = None) -> Executable:
     """Compile ``graph`` for execution by ``ge.Session``.
 
     ``opt_level``: 0 none, 1 basic (folding, elimination), 2 extended (and fusions),
     3 all (and layout; the default). ``verify`` runs the reference interpreter before
     and after every pass and raises ``VerificationError`` naming the first pass (and
     node) that changed the outputs. ``engines`` is the preference list of engine names;
-    the NumPy engine is always the last resort. Raises ``GraphError`` kin for an invalid
+    the NumPy engine is always the last resort. ``streams``: how many streams (worker
+    threads) independent branches may run on; None lets the compiler decide from its
+    cost estimates (``ge.compiler.streams``). Raises ``GraphError`` kin for an invalid
     graph and ``UnsupportedOpError`` listing every op type no engine supports.
     """
     if not isinstance(graph, Graph):
         raise CompileError(f"ge.compile expects a ge.Graph, got {type(graph).__name__}")
     with collector_paused():
-        return _compile(graph, opt_level, engines, verify)
+        return _compile(graph, opt_level, engines, verify, streams)
 
 
 def _compile(graph: Graph, opt_level: int, engines: Optional[Sequence[str]],
-             verify: bool) -> Executable:
+             verify: bool, streams: Optional[int]) -> Executable:
+    if streams is not None and (isinstance(streams, bool) or not isinstance(streams, int)
+                                or streams < 1):
+        raise CompileError(f"streams must be a positive integer or None, got {streams!r}")
     started = time.perf_counter()
     _check_known_ops(graph)
     graph.validate()
@@ -62,7 +69,14 @@ def _compile(graph: Graph, opt_level: int, engines: Optional[Sequence[str]],
     chosen = _engine_list(engines)
     assignment = _assign_engines(order, chosen)
     executable = _plan(working, order, assignment)
-    executable.options = {"opt_level": opt_level, "engines": engines, "verify": verify}
+    nodes = {node.name: node for node in order}
+    stream_plan = assign_streams(executable.steps, [_cost(nodes[step.node])
+                                                    for step in executable.steps], streams)
+    if stream_plan.count > 1:
+        executable.streams = stream_plan.streams
+        executable.stream_waits = stream_plan.waits
+    executable.options = {"opt_level": opt_level, "engines": engines, "verify": verify,
+                          "streams": streams}
     executable.memory_options = _memory_options(graph)
     if shared_dimension_names(graph):
         executable.source = graph.clone()
@@ -76,9 +90,18 @@ def _compile(graph: Graph, opt_level: int, engines: Optional[Sequence[str]],
         "engines": executable.engine_histogram(),
         "passes": [record.as_dict() for record in records],
         "schedule": executable.report.get("schedule", {}),
+        "streams": stream_plan.report,
         "compile_seconds": time.perf_counter() - started,
     }
     return executable
+
+
+def _cost(node: Node) -> Optional[tuple[float, float]]:
+    try:
+        flops, data = node_cost(node)
+    except GEError:
+        return None
+    return float(flops), float(data)
 
 
 def _memory_options(graph: Graph) -> dict[str, bool]:

@@ -54,6 +54,10 @@ class Executable:
     #: (a session compiles it again with those dimensions apart when a feed breaks them)
     options: dict[str, Any] = field(default_factory=dict)
     source: Optional[Graph] = None
+    #: the stream each step runs on (empty: all on one) and, per step, the steps of other
+    #: streams it waits for (one event each)
+    streams: tuple[int, ...] = ()
+    stream_waits: tuple[tuple[int, ...], ...] = ()
     #: the memory planner's switches (``gp.MemoryPass``): ``memory_reuse``, ``inplace``
     memory_options: dict[str, bool] = field(default_factory=dict)
     #: the input shapes and bound plan of the latest run (set by the sessions running it)
@@ -85,6 +89,11 @@ class Executable:
     def output_names(self) -> list[str]:
         """The keys of ``Session.run``'s result, in graph order."""
         return [spec.name for spec in self.outputs]
+
+    @property
+    def stream_count(self) -> int:
+        """How many streams the steps run on."""
+        return max(self.streams, default=0) + 1
 
     def engine_histogram(self) -> dict[str, int]:
         """How many steps each engine runs."""

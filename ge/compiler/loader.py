@@ -18,6 +18,7 @@ import numpy as np
 
 from ge.compiler.executable import Executable, Step
 from ge.compiler.signature import concrete_descs
+from ge.compiler.streams import data_producers, memory_predecessors, ordering_waits
 from ge.engines import BoundKernel, get_engine
 from ge.ir import Node, Tensor
 from ge.ir.tensor import compute_pending
@@ -50,6 +51,9 @@ class BoundPlan:
     tasks: TaskPlan
     copied: dict[str, int]  # op type -> steps whose results are copied into their slot
     kept: dict[str, int]  # op type -> steps whose results are kept outside the arena
+    #: on several streams, per step the steps of other streams it waits for: data
+    #: dependencies and, for arena bytes reused, the earlier users of those bytes
+    waits: tuple[tuple[int, ...], ...] = ()
 
     def report(self, signature: dict[str, tuple[int, ...]]) -> dict[str, Any]:
         """``executable.memory``: the plan's figures and what ran outside it."""
@@ -68,6 +72,8 @@ class Program:
     template: tuple[Optional[np.ndarray], ...]
     uses: tuple[StepUse, ...]
     pinned: frozenset[int]
+    #: per stream, its steps in order (one list when everything runs on one stream)
+    members: tuple[tuple[int, ...], ...] = ()
     _plans: OrderedDict[tuple[tuple[int, ...], ...], BoundPlan] = field(
         default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -100,7 +106,8 @@ class Program:
         descs = concrete_descs(self.executable, shapes)
         memory = plan_memory(self.uses, descs, set(self.pinned),
                              reuse=options.get("memory_reuse", True),
-                             inplace=options.get("inplace", True))
+                             inplace=options.get("inplace", True),
+                             streams=self.executable.streams or None)
         outputs = {spec.slot for spec in self.executable.outputs}
         modes: list[Mode] = []
         outs: list[tuple[OutSpec, ...]] = []
@@ -121,8 +128,20 @@ class Program:
                     kept[step.op_type] += 1
             modes.append(mode)
             outs.append(specs)
+        waits: tuple[tuple[int, ...], ...] = ()
+        if self.executable.stream_count > 1:
+            sizes = {slot: _nbytes(memory.descs[slot]) for slot in memory.offsets}
+            memory_preds = memory_predecessors(steps, memory.offsets, sizes, memory.views,
+                                               memory.inplace)
+            preds = [sorted(set(d) | set(m))
+                     for d, m in zip(data_producers(steps), memory_preds)]
+            waits = tuple(tuple(w) for w in ordering_waits(self.executable.streams, preds))
         return BoundPlan(memory, TaskPlan(tuple(modes), tuple(outs), memory.arena_bytes),
-                         dict(copied), dict(kept))
+                         dict(copied), dict(kept), waits)
+
+
+def _nbytes(desc: tuple[tuple[int, ...], np.dtype]) -> int:
+    return int(np.prod(desc[0], dtype=np.int64)) * desc[1].itemsize
 
 
 def _out_spec(slot: int, memory: MemoryPlan, outputs: set[int]) -> OutSpec:
@@ -186,5 +205,9 @@ def load(executable: Executable) -> Program:
     template: list[Optional[np.ndarray]] = [None] * executable.num_slots
     for slot, name in executable.constants.items():
         template[slot] = nodes[name].attrs["value"].numpy()
+    members: list[list[int]] = [[] for _ in range(executable.stream_count)]
+    for index in range(len(executable.steps)):
+        members[executable.streams[index] if executable.streams else 0].append(index)
     return Program(executable, tuple(steps), tuple(tasks), tuple(template),
-                   step_uses(executable), pinned_slots(executable))
+                   step_uses(executable), pinned_slots(executable),
+                   members=tuple(tuple(m) for m in members))

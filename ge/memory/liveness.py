@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ge.memory.planner import Buffer, aligned, lower_bound, place
+from ge.memory.planner import Buffer, Placement, aligned, lower_bound, place
 
 __all__ = ["StepUse", "SlotDesc", "MemoryPlan", "plan_memory", "live_peak"]
 
@@ -80,13 +80,16 @@ class MemoryPlan:
 
 
 def plan_memory(steps: Sequence[StepUse], descs: dict[int, SlotDesc], pinned: set[int],
-                reuse: bool = True, inplace: bool = True) -> MemoryPlan:
+                reuse: bool = True, inplace: bool = True,
+                streams: Optional[Sequence[int]] = None) -> MemoryPlan:
     """Plan the arena for ``steps`` (in schedule order).
 
     ``descs`` gives the concrete shape and dtype of every slot whose size is known;
     ``pinned`` are the slots kept outside the arena (graph inputs, constants and
     outputs). ``reuse`` off gives every stored value its own bytes; ``inplace`` off
-    never writes an output over an input.
+    never writes an output over an input. ``streams`` (the stream of each step): values
+    made on different streams never share bytes, since steps of two streams may run at
+    once; each stream's values are placed in a region of their own.
     """
     last_use: dict[int, int] = {}
     produced_at: dict[int, int] = {}
@@ -139,7 +142,10 @@ def plan_memory(steps: Sequence[StepUse], descs: dict[int, SlotDesc], pinned: se
                                   max(index, group_last(slot))))
         if not (slot in root and steps[produced_at[slot]].view):
             naive += _nbytes(descs[slot])
-    placement = place(buffers, reuse=reuse)
+    if streams is None or len(set(streams)) <= 1:
+        placement = place(buffers, reuse=reuse)
+    else:
+        placement = _place_per_stream(buffers, streams, reuse)
     offsets = dict(placement.offsets)
     for slot, head in root.items():
         if head in offsets:
@@ -147,6 +153,26 @@ def plan_memory(steps: Sequence[StepUse], descs: dict[int, SlotDesc], pinned: se
     return MemoryPlan(offsets, dict(descs), frozenset(views), frozenset(in_place), dynamic,
                       placement.arena_bytes, naive, lower_bound(buffers), placement.strategy,
                       placement.tried)
+
+
+def _place_per_stream(buffers: Sequence[Buffer], streams: Sequence[int],
+                      reuse: bool) -> Placement:
+    """Each stream's buffers placed on their own, the regions one after another."""
+    offsets: dict[int, int] = {}
+    tried: dict[str, int] = {}
+    base = 0
+    chosen = []
+    for stream in sorted(set(streams)):
+        mine = [b for b in buffers if streams[b.first] == stream]
+        placement = place(mine, reuse=reuse)
+        for key, offset in placement.offsets.items():
+            offsets[key] = base + offset
+        for name, size in placement.tried.items():
+            tried[name] = tried.get(name, 0) + size
+        base += placement.arena_bytes
+        chosen.append(placement.strategy)
+    strategy = "per stream: " + ", ".join(sorted(set(chosen)))
+    return Placement(offsets, base, strategy, tried)
 
 
 def live_peak(steps: Sequence[StepUse], sizes: dict[int, int], pinned: set[int],

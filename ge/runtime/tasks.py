@@ -27,7 +27,7 @@ from ge.errors import GEError
 from ge.runtime.memory import DeviceHeap
 
 __all__ = ["Mode", "Task", "OutSpec", "TaskPlan", "TaskFailure", "Arena", "ArenaPool",
-           "run_tasks", "FRESH", "ANYWHERE"]
+           "run_tasks", "run_on_streams", "FRESH", "ANYWHERE"]
 
 Kernel = Callable[[Sequence[Optional[np.ndarray]]], list[np.ndarray]]
 Writer = Callable[[Sequence[Optional[np.ndarray]], Sequence[np.ndarray]], None]
@@ -190,13 +190,16 @@ def run_tasks(tasks: Sequence[Task], plan: TaskPlan, arena: Arena,
               given: Optional[dict[int, np.ndarray]] = None,
               indices: Optional[Sequence[int]] = None,
               before: Optional[Callable[[int], None]] = None,
-              after: Optional[Callable[[int], None]] = None) -> None:
+              after: Optional[Callable[[int], None]] = None,
+              releasing: bool = True) -> None:
     """Run the tasks in order, reading and writing ``values`` (slot -> array).
 
     ``given``: arrays that outputs planned ``FRESH`` are written into (device buffers
     the caller allocated). ``indices``: run only these tasks, in this order (one
     stream's share); ``before(i)``/``after(i)`` are called around task ``i`` (waits
-    for and signals of other streams).
+    for and signals of other streams). ``releasing`` off keeps every value to the end
+    (on several streams a value's last reader in the schedule may not be the last to
+    run).
     """
     views = arena.views(plan)
     modes = plan.modes
@@ -224,8 +227,9 @@ def run_tasks(tasks: Sequence[Task], plan: TaskPlan, arena: Arena,
                     values[slot] = array
         except Exception as error:  # noqa: BLE001 - the caller names the node
             raise TaskFailure(index, args, error) from error
-        for slot in task.release:
-            values[slot] = None
+        if releasing:
+            for slot in task.release:
+                values[slot] = None
         if after is not None:
             after(index)
 
@@ -263,3 +267,52 @@ def _placed(produced: list[np.ndarray], views: list[Optional[np.ndarray]],
         np.copyto(view, array)
         placed.append(view)
     return placed
+
+
+class _Aborted(Exception):
+    """Another stream of the same run failed: stop here."""
+
+
+def run_on_streams(tasks: Sequence[Task], plan: TaskPlan, arena: Arena,
+                   values: list[Optional[np.ndarray]], given: Optional[dict[int, np.ndarray]],
+                   members: Sequence[Sequence[int]], waits: Sequence[Sequence[int]],
+                   workers: Sequence[Any]) -> None:
+    """Run the tasks split over streams: ``members[0]`` on the calling thread, each
+    other ``members[k]`` on ``workers[k - 1]`` (runtime streams); task ``i`` first waits
+    for the tasks ``waits[i]`` (events recorded after them on their streams). A failure
+    on any stream stops the others and is raised here."""
+    done = {j: threading.Event() for wait in waits for j in wait}
+    failures: list[BaseException] = []
+
+    def before(index: int) -> None:
+        for j in waits[index]:
+            done[j].wait()
+        if failures:
+            raise _Aborted
+
+    def after(index: int) -> None:
+        event = done.get(index)
+        if event is not None:
+            event.set()
+
+    def run_share(indices: Sequence[int], finished: threading.Event) -> None:
+        try:
+            run_tasks(tasks, plan, arena, values, given, indices, before, after,
+                      releasing=False)
+        except _Aborted:
+            pass
+        except BaseException as error:  # noqa: BLE001 - raised by the calling thread
+            failures.append(error)
+            for event in done.values():
+                event.set()
+        finally:
+            finished.set()
+
+    finished = [threading.Event() for _ in members]
+    for k in range(1, len(members)):
+        workers[k - 1].submit(run_share, members[k], finished[k])
+    run_share(members[0], finished[0])
+    for event in finished[1:]:
+        event.wait()
+    if failures:
+        raise failures[0]
