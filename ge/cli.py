@@ -102,6 +102,7 @@ def _cmd_info(args: argparse.Namespace) -> None:
               f"{len(executable.graph)} nodes")
         _print_failures(executable.report)
         print(graph_info(executable.graph))
+        print(executable.plan_text())
         return
     print(graph_info(graph))
     if args.model.endswith(".onnx"):
@@ -178,6 +179,7 @@ def _cmd_compile(args: argparse.Namespace) -> None:
     executable = ge.compile(graph, opt_level=args.opt_level, verify=args.verify)
     if args.report:
         print(executable.report_text())
+        print(executable.plan_text())
     else:
         report = executable.report
         print(f"compiled {graph.name!r} at opt_level {args.opt_level}: "

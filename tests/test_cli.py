@@ -92,7 +92,10 @@ def test_compile_prints_the_report(graph_file, tmp_path, capsys):
     assert out.startswith("compiled 'cli' at opt_level 1: 4 -> ")
     assert "ShapeFoldingPass" in out and "DeadCodeEliminationPass" in out
     assert "BatchNormFoldingPass" not in out  # a level-2 pass
-    assert out.splitlines()[-1].startswith("total")
+    lines = out.splitlines()
+    total = next(i for i, line in enumerate(lines) if line.startswith("total"))
+    assert lines[total + 1].startswith("schedule: ") and lines[total + 2].startswith("streams: 1")
+    assert lines[-1].startswith("memory")
     optimized = tmp_path / "optimized.json"
     assert main(["compile", str(graph_file), "--verify", "-o", str(optimized)]) == 0
     out = capsys.readouterr().out

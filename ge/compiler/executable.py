@@ -112,6 +112,49 @@ class Executable:
                 f"{self.report.get('compile_seconds', 0.0) * 1e3:.1f} ms")
         return head + "\n" + format_report(self.report.get("passes", []))
 
+    def plan_text(self) -> str:
+        """How the steps will run: the order chosen, the streams with their events, and
+        the memory plan (for the input signature last run, or the graph's own shapes)."""
+        lines = []
+        schedule = self.report.get("schedule") or {}
+        if schedule:
+            lines.append(f"schedule: {schedule['order']} (estimated peak of live values: "
+                         f"graph order {_mib(schedule['graph_order_peak_bytes'])}, "
+                         f"memory-aware {_mib(schedule['memory_aware_peak_bytes'])})")
+        streams = self.report.get("streams") or {}
+        why = f"; one stream: {streams['why_one']}" if streams.get("why_one") else ""
+        lines.append(f"streams: {self.stream_count} (asked: {streams.get('requested', 'auto')}"
+                     f", events: {sum(len(w) for w in self.stream_waits)}{why})")
+        if self.stream_count > 1:
+            for stream in range(self.stream_count):
+                mine = [s.node for s, k in zip(self.steps, self.streams) if k == stream]
+                shown = ", ".join(mine[:6]) + (f", ... ({len(mine)} steps)" if len(mine) > 6
+                                               else "")
+                lines.append(f"  stream {stream}: {shown}")
+            for index, waits in enumerate(self.stream_waits):
+                for other in waits:
+                    lines.append(f"  event: {self.steps[index].node!r} (stream "
+                                 f"{self.streams[index]}) waits for {self.steps[other].node!r}"
+                                 f" (stream {self.streams[other]})")
+        memory = self.memory
+        if not memory:
+            lines.append("memory: planned at the first run of each input signature")
+            return "\n".join(lines)
+        signature = ", ".join(f"{k}{v}" for k, v in memory["signature"].items())
+        lines.append(
+            f"memory for {signature}: arena {_mib(memory['planned_bytes'])} "
+            f"({memory['strategy']}), lower bound {_mib(memory['lower_bound_bytes'])}, "
+            f"each value its own buffer {_mib(memory['naive_bytes'])}; "
+            f"{memory['inplace_count']} in place, {memory['view_count']} views, "
+            f"{memory['written_in_slot']} steps write into their slot")
+        for what, key in (("copied into their slot", "copied_into_slot"),
+                          ("kept outside the arena (size known only once computed)",
+                           "outside_arena")):
+            if memory[key]:
+                listed = ", ".join(f"{op} x{n}" for op, n in sorted(memory[key].items()))
+                lines.append(f"  {what}: {listed}")
+        return "\n".join(lines)
+
     def summary(self) -> str:
         """A few lines saying what was compiled and how it will run."""
         lines = [f"executable for graph {self.graph.name!r}: {len(self.steps)} steps, "
@@ -123,3 +166,7 @@ class Executable:
         engines = ", ".join(f"{k}: {v}" for k, v in sorted(self.engine_histogram().items()))
         lines.append(f"  engines: {engines or 'none'}")
         return "\n".join(lines)
+
+
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / (1 << 20):.2f} MiB"

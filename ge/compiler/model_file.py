@@ -36,7 +36,7 @@ from ge.ir.serialize import TensorStore, graph_from_dict, graph_to_dict
 __all__ = ["save", "load", "MAGIC", "VERSION"]
 
 MAGIC = b"GEMODEL\0"
-VERSION = 1
+VERSION = 2  # 2: streams, their events and the memory plan
 _HEADER = struct.Struct("<8sIIQQ")
 _DIGEST = 32
 _ALIGNMENT = TensorStore.ALIGNMENT
@@ -61,6 +61,10 @@ def save(executable: Executable, path: PathLike) -> None:
         "num_slots": executable.num_slots,
         "report": executable.report,
         "options": executable.options,
+        "streams": list(executable.streams),
+        "stream_waits": [list(w) for w in executable.stream_waits],
+        "memory_options": executable.memory_options,
+        "static_memory_plan": _static_plan(executable),
     }
     text = json.dumps(metadata, separators=(",", ":"), allow_nan=True).encode("utf-8")
     head = _HEADER.pack(MAGIC, VERSION, 0, len(text), store.size)
@@ -107,6 +111,20 @@ def load(path: PathLike) -> Executable:
                                f"{error})") from error
 
 
+def _static_plan(executable: Executable) -> Any:
+    """The memory plan for the graph's own input shapes, when they are all known: its
+    offsets and figures, for a reader of the file (a session plans again when it runs)."""
+    if not all(spec.desc.is_static for spec in executable.inputs):
+        return None
+    from ge.compiler.loader import static_plan
+
+    _, bound = static_plan(executable)
+    return {**bound.memory.report(),
+            "offsets": [[slot, offset] for slot, offset in sorted(bound.memory.offsets.items())],
+            "inplace_steps": sorted(bound.memory.inplace),
+            "view_steps": sorted(bound.memory.views)}
+
+
 def _executable(metadata: dict[str, Any], store: TensorStore) -> Executable:
     source = metadata["source"]
     return Executable(
@@ -120,6 +138,9 @@ def _executable(metadata: dict[str, Any], store: TensorStore) -> Executable:
         num_slots=int(metadata["num_slots"]),
         report=dict(metadata["report"]),
         options=dict(metadata["options"]),
+        streams=tuple(int(k) for k in metadata.get("streams", ())),  # absent in version 1
+        stream_waits=tuple(tuple(int(j) for j in w) for w in metadata.get("stream_waits", ())),
+        memory_options={str(k): bool(v) for k, v in metadata.get("memory_options", {}).items()},
         source=None if source is None else graph_from_dict(source, store),
     )
 

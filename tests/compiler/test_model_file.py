@@ -114,3 +114,22 @@ def test_the_ge_command_compiles_to_a_model_file_and_runs_it(resnet, tmp_path):
     ran = subprocess.run([*command, "run", str(target)], capture_output=True, text=True,
                          check=True)
     assert "loaded" in ran.stdout and "logits: float32[1, 1000]" in ran.stdout
+
+
+def test_streams_and_memory_switches_survive_the_file(tmp_path):
+    import ge.graphpass as gp
+    from tests.compiler.test_streams import towers
+
+    switches = gp.MemoryPass()
+    switches.enable_inplace(False)
+    executable = ge.compile(switches.run(towers()), streams=2)
+    ge.save(executable, tmp_path / "towers.gem")
+    loaded = ge.load(tmp_path / "towers.gem")
+    assert loaded.streams == executable.streams and loaded.stream_count == 2
+    assert loaded.stream_waits == executable.stream_waits
+    assert loaded.memory_options == {"memory_reuse": True, "inplace": False}
+    assert loaded.memory == executable.memory  # the same static plan, planned again
+    feed = {"x": np.random.default_rng(4).standard_normal((32, 128)).astype(np.float32)}
+    np.testing.assert_array_equal(ge.Session(loaded).run(feed)["y"],
+                                  ge.Session(executable).run(feed)["y"])
+    assert loaded.memory["inplace_count"] == 0
