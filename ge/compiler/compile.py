@@ -20,7 +20,7 @@ from ge.compiler.streams import assign_streams
 from ge.engines import Engine, get_engine
 from ge.errors import CompileError, GEError, GraphError, UnsupportedOpError
 from ge.ir import MEMORY_OPTIONS_KEY, Graph, Node, Value, collector_paused
-from ge.ir.tensor import num_elements
+from ge.ir.tensor import Tensor, compact, num_elements
 from ge.memory import StepUse, live_peak, memory_aware_order
 from ge.ops.registry import has_op, node_cost
 from ge.passes import PassManager, passes_for_level
@@ -65,6 +65,10 @@ def _compile(graph: Graph, opt_level: int, engines: Optional[Sequence[str]],
     except ValueError as error:
         raise CompileError(str(error)) from None
     records = PassManager(pipeline, verify=verify).run(working)
+    # weights the optimizer left as views of a parsed file it mostly replaced get their
+    # own bytes, so that the file's buffer can be freed
+    compact(n.attrs["value"] for n in working.nodes
+            if n.op_type == "Const" and isinstance(n.attrs.get("value"), Tensor))
     order = working.topological_order()
     chosen = _engine_list(engines)
     assignment = _assign_engines(order, chosen)

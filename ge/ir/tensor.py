@@ -287,6 +287,56 @@ def compute_pending(tensors: Iterable[Tensor], threads: int | None = None) -> in
 _PARALLEL_BYTES = 4 << 20
 
 
+def _root(array: np.ndarray) -> Any:
+    """The object that owns ``array``'s memory (a bytes buffer for parsed weights)."""
+    owner: Any = array
+    while isinstance(owner, np.ndarray) and owner.base is not None:
+        owner = owner.base
+    if isinstance(owner, memoryview):
+        owner = owner.obj
+    return owner
+
+
+def _owner_size(owner: Any) -> int:
+    if isinstance(owner, np.ndarray):
+        return int(owner.nbytes)
+    try:
+        return len(memoryview(owner).cast("B"))
+    except TypeError:
+        return 0
+
+
+def compact(tensors: Iterable[Tensor], keep_share: float = 0.5) -> int:
+    """Give tensors their own copy of data they view in a larger buffer when, together,
+    they use less than ``keep_share`` of it; return the bytes copied.
+
+    A parsed model's weights are views of the file's bytes. Once the optimizer has
+    replaced most of them (folded, transposed), the few left would keep the whole file
+    in memory; copying them lets it go. Pending tensors are not counted: computing them
+    drops their reference to the buffer.
+    """
+    by_owner: dict[int, tuple[Any, list[Tensor]]] = {}
+    for tensor in tensors:
+        array = tensor._array
+        if array is None or array.base is None:
+            continue
+        owner = _root(array)
+        by_owner.setdefault(id(owner), (owner, []))[1].append(tensor)
+    copied = 0
+    for owner, listed in by_owner.values():
+        users = list({id(t): t for t in listed}.values())
+        if sum(t.nbytes for t in users) >= keep_share * _owner_size(owner):
+            continue
+        for tensor in users:
+            array = tensor._array
+            assert array is not None
+            own = array.copy()
+            own.setflags(write=False)
+            tensor._array = own  # equal values: invisible to every holder of the tensor
+            copied += own.nbytes
+    return copied
+
+
 class _Recipe:
     """``base.transpose(perm)``, times ``factor`` along ``base``'s ``axis`` when given."""
 

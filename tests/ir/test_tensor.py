@@ -123,3 +123,34 @@ def test_threads_reading_one_pending_tensor_all_get_its_data():
             results = list(pool.map(Tensor.numpy, [tensor] * 8))
         for result in results:
             np.testing.assert_array_equal(result, want)
+
+
+def test_compact_lets_a_mostly_unused_buffer_go():
+    import gc
+    import weakref
+
+    from ge.ir.tensor import compact
+
+    big = np.arange(1000, dtype=np.float32)
+    big.setflags(write=False)
+    gone = weakref.ref(big)
+    small, middle = Tensor.wrap(big[:10]), Tensor.wrap(big[500:800])
+    pending = Tensor.scaled(big.reshape(10, 100), np.ones(10), 0)  # not counted
+    assert compact([small, middle, small, pending]) == (10 + 300) * 4
+    np.testing.assert_array_equal(small.numpy(), np.arange(10, dtype=np.float32))
+    assert not small.numpy().flags.writeable
+    del big
+    gc.collect()
+    assert gone() is not None  # the pending tensor still reads it
+    pending.numpy()
+    gc.collect()
+    assert gone() is None
+
+
+def test_compact_keeps_views_of_a_buffer_mostly_in_use():
+    from ge.ir.tensor import compact
+
+    big = np.arange(100, dtype=np.float32)
+    big.setflags(write=False)
+    half = Tensor.wrap(big[:60])
+    assert compact([half]) == 0 and half.numpy().base is not None
