@@ -97,6 +97,8 @@ class Arena:
         self.bytes = device.view(self.ptr, max(nbytes, 1))
         self._views_for: Optional[TaskPlan] = None
         self._views: list[list[Optional[np.ndarray]]] = []
+        self._complete_for: Optional[TaskPlan] = None
+        self._complete: list[Optional[list[np.ndarray]]] = []
 
     def views(self, plan: TaskPlan) -> list[list[Optional[np.ndarray]]]:
         """Per task, per output: its array in this arena, or None (fresh or anywhere)."""
@@ -104,6 +106,15 @@ class Arena:
             self._views = [[self._view(spec) for spec in specs] for specs in plan.outs]
             self._views_for = plan
         return self._views
+
+    def complete_views(self, plan: TaskPlan) -> list[Optional[list[np.ndarray]]]:
+        """Per task: its output arrays when every one lies in this arena, else None."""
+        views = self.views(plan)
+        if self._complete_for is not plan:
+            self._complete = [None if any(a is None for a in v) else
+                              [a for a in v if a is not None] for v in views]
+            self._complete_for = plan
+        return self._complete
 
     def _view(self, spec: OutSpec) -> Optional[np.ndarray]:
         if spec.offset < 0:
@@ -201,7 +212,16 @@ def run_tasks(tasks: Sequence[Task], plan: TaskPlan, arena: Arena,
     (on several streams a value's last reader in the schedule may not be the last to
     run).
     """
+    with np.errstate(all="ignore"):  # IEEE results without warnings, as the kernels give
+        _run(tasks, plan, arena, values, given, indices, before, after, releasing)
+
+
+def _run(tasks: Sequence[Task], plan: TaskPlan, arena: Arena,
+         values: list[Optional[np.ndarray]], given: Optional[dict[int, np.ndarray]],
+         indices: Optional[Sequence[int]], before: Optional[Callable[[int], None]],
+         after: Optional[Callable[[int], None]], releasing: bool) -> None:
     views = arena.views(plan)
+    complete = arena.complete_views(plan)
     modes = plan.modes
     for index in range(len(tasks)) if indices is None else indices:
         task = tasks[index]
@@ -215,7 +235,8 @@ def run_tasks(tasks: Sequence[Task], plan: TaskPlan, arena: Arena,
                 assert source is not None
                 values[task.outputs[0]] = source.reshape(plan.outs[index][0].shape)
             elif mode is Mode.WRITE:
-                outs = _write_targets(views[index], plan.outs[index], task.outputs, given)
+                outs = complete[index] or _write_targets(views[index], plan.outs[index],
+                                                         task.outputs, given)
                 assert task.writer is not None
                 task.writer(args, outs)
                 for slot, out in zip(task.outputs, outs):

@@ -548,3 +548,10 @@ def test_fused_kernel_returns_the_output_it_was_given() -> None:
 def test_the_fused_engine_gives_no_writer_for_what_it_cannot_run() -> None:
     x = sample((4, 4))
     assert get_engine("fused").bind_writer(node_for("Add", [x, x])) is None
+
+
+@pytest.fixture(autouse=True)
+def _silent_floating_point():
+    """The runtime calls writers with floating-point warnings silenced; so do these tests."""
+    with np.errstate(all="ignore"):
+        yield

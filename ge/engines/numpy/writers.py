@@ -8,7 +8,9 @@ with ``out=`` arguments and in-place passes in place of fresh arrays, so their v
 are the reference's bit for bit; the exceptions are NCHW convolutions (one product per
 sample and group, ``[Cout, taps] @ [taps, pixels]``, straight into out: BLAS may sum in
 another order) and NCHW max pools (a pass per tap: the sign of a zero maximum may
-differ). Every writer accepts ``outs[0]`` being ``inputs[0]``'s buffer; a formula that
+differ). Writers leave floating-point warnings to their caller: the runtime runs every task
+with them silenced, as the reference kernels run. Every writer accepts ``outs[0]``
+being ``inputs[0]``'s buffer; a formula that
 reads ``x`` after its first pass then works in a scratch array.
 
 Only NumPy's own dtypes are covered (bool, integers, float16/32/64): bfloat16 and the
@@ -60,23 +62,12 @@ def writer_for(node: Node) -> Optional[WritingKernel]:
     values = [v for v in (*node.inputs, *node.outputs) if v is not None]
     if any(v.dtype.np_dtype not in _NATIVE for v in values):
         return None
-    writer = factory(node)
-    return None if writer is None else _quiet(writer)
+    return factory(node)
 
 
 def covered_op_types() -> list[str]:
     """Every op type with a writer factory, sorted."""
     return sorted(WRITERS)
-
-
-def _quiet(writer: WritingKernel) -> WritingKernel:
-    """``writer`` with floating-point warnings silenced, as the reference kernels do."""
-
-    def run(inputs: Inputs, outs: Outs) -> None:
-        with np.errstate(all="ignore"):
-            writer(inputs, outs)
-
-    return run
 
 
 def _writes(*op_types: str) -> Callable[[Factory], Factory]:
