@@ -8,6 +8,7 @@ to the tasks (``Program.plan_for``), cached and bounded.
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
@@ -191,8 +192,17 @@ def load(executable: Executable) -> Program:
     nodes = {node.name: node for node in executable.graph.nodes}
     # constants the optimizer left pending (a folded, transposed filter) are computed
     # here, together, rather than one by one as the engines bind their kernels
-    compute_pending(node.attrs["value"] for node in nodes.values()
-                    if node.op_type == "Const" and isinstance(node.attrs.get("value"), Tensor))
+    computed = compute_pending(node.attrs["value"] for node in nodes.values()
+                               if node.op_type == "Const"
+                               and isinstance(node.attrs.get("value"), Tensor))
+    if computed:
+        # The constants read their sources for the last time above. A parsed model's
+        # file buffer is now held only by the parsed graph, and a discarded graph
+        # (``ge.compile(ge.parse_onnx(path))``) is a cycle of nodes and values that only
+        # the cycle collector frees: collect its young generations now (the graph was
+        # just made; a full collection would also walk every older object), not after
+        # the first runs have grown the heap beside it.
+        gc.collect(1)
     steps = []
     tasks = []
     for step in executable.steps:
