@@ -160,3 +160,36 @@ def test_the_compiler_keeps_the_memory_aware_order_when_it_lowers_the_peak():
     tiled = np.tile(feed, (4, 1))
     assert_close(got, tiled.sum(0, keepdims=True) + tiled.max(0, keepdims=True),
                  accumulate=True)
+
+
+def test_eight_threads_share_one_session_each_run_in_its_own_arena(exported):
+    import threading
+
+    _, path = exported("simple_cnn", False)
+    graph = ge.parse_onnx(path)
+    session = ge.Session(ge.compile(graph))
+    reference = ge.Session(ge.compile(graph, opt_level=0))
+    feeds = [zoo.example_feeds("simple_cnn", batch=1 + i % 3, seed=i) for i in range(8)]
+    wants = [reference.run(feed) for feed in feeds]
+    errors: list[BaseException] = []
+    start = threading.Barrier(8)
+
+    def work(index: int) -> None:
+        try:
+            start.wait(timeout=30)
+            for _ in range(20):
+                got = session.run(feeds[index])
+                for key, want in wants[index].items():
+                    assert_close(got[key], want, accumulate=True)
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors and not any(t.is_alive() for t in threads)
+    assert session.idle_arena_bytes <= ARENAS_KEPT * max(
+        session._program.plan_for({"input": (b, 3, 32, 32)}).tasks.arena_bytes
+        for b in (1, 2, 3))
