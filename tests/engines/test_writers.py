@@ -333,6 +333,17 @@ def test_conv2d(window: dict[str, Any], layout: str, filter_format: str, channel
     check("Conv2D", [*arrays, sample((cout,), seed=3)], attrs, exact=False)
 
 
+@pytest.mark.parametrize("channels,cout,groups", [(4, 6, 1), (4, 6, 2)])
+def test_an_nhwc_batch_is_convolved_a_few_samples_at_a_time(
+        monkeypatch: pytest.MonkeyPatch, channels: int, cout: int, groups: int) -> None:
+    # patches of one sample: 7 * 6 pixels * 9 taps * channels/groups * 4 bytes
+    per_sample = 7 * 6 * 9 * (channels // groups) * 4
+    monkeypatch.setattr(writers, "PATCH_BYTES", per_sample + 1)  # one sample per product
+    arrays = conv_inputs("NHWC", "HWIO", channels, cout, groups)
+    arrays[0] = np.concatenate([arrays[0]] * 3)  # a batch of 6
+    check("Conv2D", arrays, {"data_format": "NHWC", "groups": groups}, exact=False)
+
+
 def test_conv2d_float64_with_four_value_windows() -> None:
     arrays = conv_inputs("NCHW", "OIHW", 3, 5, 1, dtype="float64")
     attrs = {"data_format": "NCHW", "strides": [1, 1, 2, 1], "dilations": [1, 1, 1, 2],

@@ -761,21 +761,34 @@ def _depthwise_nchw(windows: np.ndarray, oihw: np.ndarray, out: np.ndarray,
             np.add(target, product, out=target)
 
 
+#: the largest im2col matrix an NHWC convolution builds at once (whole samples; at least
+#: one): a batch is convolved a few samples at a time, so the patches stay a transient
+#: of this size rather than of the batch's
+PATCH_BYTES = 8 << 20
+
+
 def _grouped_nhwc(windows: np.ndarray, hwio: np.ndarray, out: np.ndarray, groups: int) -> None:
     """One product of the im2col matrix and the filter per group, [pixels, taps] @
-    [taps, Cout/groups], written straight into out's columns of that group."""
+    [taps, Cout/groups], written straight into out's columns of that group, for as many
+    samples at a time as fit in ``PATCH_BYTES`` of patches."""
     n, out_h, out_w = windows.shape[:3]
     kh, kw, per_group, cout = hwio.shape
     per_out = cout // groups
     split = hwio.reshape(kh, kw, per_group, groups, per_out)
     taps = kh * kw * per_group
-    rows = n * out_h * out_w
-    matrix_out = out.reshape(rows, cout)
-    for group in range(groups):
-        channels = slice(group * per_group, (group + 1) * per_group)
-        columns = windows if groups == 1 else windows[..., channels]
-        np.matmul(columns.reshape(rows, taps), split[:, :, :, group, :].reshape(taps, per_out),
-                  out=matrix_out[:, group * per_out:(group + 1) * per_out])
+    per_sample = out_h * out_w * taps * out.dtype.itemsize
+    chunk = max(1, PATCH_BYTES // max(per_sample, 1))
+    for start in range(0, n, chunk):
+        stop = min(n, start + chunk)
+        rows = (stop - start) * out_h * out_w
+        part = windows[start:stop]
+        matrix_out = out[start:stop].reshape(rows, cout)
+        for group in range(groups):
+            channels = slice(group * per_group, (group + 1) * per_group)
+            columns = part if groups == 1 else part[..., channels]
+            np.matmul(columns.reshape(rows, taps),
+                      split[:, :, :, group, :].reshape(taps, per_out),
+                      out=matrix_out[:, group * per_out:(group + 1) * per_out])
 
 
 def _depthwise_nhwc(windows: np.ndarray, hwio: np.ndarray, out: np.ndarray,
