@@ -338,7 +338,7 @@ def test_an_nhwc_batch_is_convolved_a_few_samples_at_a_time(
         monkeypatch: pytest.MonkeyPatch, channels: int, cout: int, groups: int) -> None:
     # patches of one sample: 7 * 6 pixels * 9 taps * channels/groups * 4 bytes
     per_sample = 7 * 6 * 9 * (channels // groups) * 4
-    monkeypatch.setattr(writers, "PATCH_BYTES", per_sample + 1)  # one sample per product
+    monkeypatch.setattr(writers.conv, "PATCH_BYTES", per_sample + 1)  # one sample per product
     arrays = conv_inputs("NHWC", "HWIO", channels, cout, groups)
     arrays[0] = np.concatenate([arrays[0]] * 3)  # a batch of 6
     check("Conv2D", arrays, {"data_format": "NHWC", "groups": groups}, exact=False)

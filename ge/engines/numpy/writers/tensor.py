@@ -1,0 +1,240 @@
+"""Writers of data movement, reductions and matrix products."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+import numpy as np
+
+from ge.engines.base import WritingKernel
+from ge.engines.numpy.writers._base import (
+    _WIDE_FLOATS,
+    Inputs,
+    Outs,
+    _array,
+    _dtype,
+    _out_dtype,
+    _writes,
+)
+from ge.ir import Node
+from ge.ops.fused_matmul import gelu_erf
+from ge.ops.shape_utils import normalize_axes, normalize_axis
+
+# -- plumbing ---------------------------------------------------------------------------
+
+@_writes("Identity")
+def _identity(node: Node) -> Optional[WritingKernel]:
+    """x copied into out."""
+
+    def run(inputs: Inputs, outs: Outs) -> None:
+        np.copyto(outs[0], _array(inputs, 0))
+
+    return run
+
+
+@_writes("Reshape", "Flatten", "Squeeze", "Unsqueeze")
+def _reshaped(node: Node) -> Optional[WritingKernel]:
+    """x's elements in C order copied into out (out has the result's shape)."""
+
+    def run(inputs: Inputs, outs: Outs) -> None:
+        out = outs[0]
+        np.copyto(out, _array(inputs, 0).reshape(out.shape))
+
+    return run
+
+
+@_writes("Cast")
+def _cast(node: Node) -> Optional[WritingKernel]:
+    """x converted into out's dtype; floats to integers truncate toward zero first."""
+    truncate = _dtype(node).kind == "f" and _out_dtype(node).kind in "iu"
+
+    def run(inputs: Inputs, outs: Outs) -> None:
+        if truncate:
+            np.trunc(_array(inputs, 0), out=outs[0], casting="unsafe")
+        else:
+            np.copyto(outs[0], _array(inputs, 0), casting="unsafe")
+
+    return run
+
+
+@_writes("Transpose")
+def _transpose(node: Node) -> Optional[WritingKernel]:
+    """x with its axes permuted, copied into out."""
+    perm = node.attrs["perm"]
+
+    def run(inputs: Inputs, outs: Outs) -> None:
+        np.copyto(outs[0], np.transpose(_array(inputs, 0), perm))
+
+    return run
+
+
+@_writes("Concat")
+def _concat(node: Node) -> Optional[WritingKernel]:
+    """The inputs joined along ``axis`` into out."""
+    axis = node.attrs["axis"]
+
+    def run(inputs: Inputs, outs: Outs) -> None:
+        np.concatenate([a for a in inputs if a is not None], axis=axis, out=outs[0])
+
+    return run
+
+
+@_writes("Gather")
+def _gather(node: Node) -> Optional[WritingKernel]:
+    """``take(x, indices, axis, out=out)``; negative indices count from the end."""
+
+    def run(inputs: Inputs, outs: Outs) -> None:
+        x, indices = _array(inputs, 0), _array(inputs, 1)
+        axis = normalize_axis(node.attrs["axis"], x.ndim)
+        if indices.size == 0:
+            return
+        dim = x.shape[axis]
+        low, high = int(indices.min()), int(indices.max())
+        if low < -dim or high >= dim:
+            bad = low if low < -dim else high
+            raise IndexError(f"Gather: index {bad} is out of range for axis {axis} of size "
+                             f"{dim}")
+        np.take(x, indices, axis=axis, out=outs[0], mode="wrap")  # in range: wrap = Python
+
+    return run
+
+
+# -- reductions -------------------------------------------------------------------------
+
+def _reduce_axes(x: np.ndarray, axes: Optional[np.ndarray], noop: int
+                 ) -> Optional[tuple[int, ...]]:
+    """The axes to reduce; None means "copy x unchanged"."""
+    listed = [] if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]
+    if not listed:
+        return None if noop else tuple(range(x.ndim))
+    return tuple(normalize_axes(listed, x.ndim))
+
+
+def _extreme(dtype: np.dtype, highest: bool) -> Any:
+    if dtype.kind == "b":
+        return highest
+    if dtype.kind in "iu":
+        return np.iinfo(dtype).max if highest else np.iinfo(dtype).min
+    return np.inf if highest else -np.inf
+
+
+@_writes("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")
+def _reduce(node: Node) -> Optional[WritingKernel]:
+    """The reduction over the axes input, into out (sum and mean in x's dtype; integer
+    means and 16-bit float sums and means are not covered)."""
+    op_type, dtype = node.op_type, _dtype(node)
+    if (op_type == "ReduceMean" and dtype.kind != "f") \
+            or (op_type in ("ReduceSum", "ReduceMean") and dtype == np.float16):
+        return None
+    keepdims, noop = bool(node.attrs["keepdims"]), node.attrs["noop_with_empty_axes"]
+
+    def run(inputs: Inputs, outs: Outs) -> None:
+        x, out = _array(inputs, 0), outs[0]
+        axes = _reduce_axes(x, inputs[1] if len(inputs) > 1 else None, noop)
+        if axes is None:
+            np.copyto(out, x)
+        elif op_type == "ReduceMax":
+            np.max(x, axis=axes, keepdims=keepdims, initial=_extreme(x.dtype, False), out=out)
+        elif op_type == "ReduceMin":
+            np.min(x, axis=axes, keepdims=keepdims, initial=_extreme(x.dtype, True), out=out)
+        else:
+            np.sum(x, axis=axes, keepdims=keepdims, dtype=x.dtype, out=out)
+            if op_type == "ReduceMean":
+                count = math.prod(x.shape[a] for a in axes)
+                np.divide(out, x.dtype.type(count), out=out)
+
+    return run
+
+
+# -- matrix products --------------------------------------------------------------------
+
+def _matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """``a @ b`` into out; a batch of ``a`` against a matrix ``b`` as one large product."""
+    if a.ndim > 2 and b.ndim == 2:
+        np.matmul(a.reshape(-1, a.shape[-1]), b, out=out.reshape(-1, out.shape[-1]))
+    else:
+        np.matmul(a, b, out=out)
+
+
+def _operands(inputs: Inputs, transpose_a: bool, transpose_b: bool
+              ) -> tuple[np.ndarray, np.ndarray]:
+    a, b = _array(inputs, 0), _array(inputs, 1)
+    if transpose_a and a.ndim >= 2:
+        a = np.swapaxes(a, -1, -2)
+    if transpose_b and b.ndim >= 2:
+        b = np.swapaxes(b, -1, -2)
+    return a, b
+
+
+@_writes("MatMul")
+def _matmul(node: Node) -> Optional[WritingKernel]:
+    """``a' @ b'`` into out (16-bit floats, which the reference widens, are not covered)."""
+    if _dtype(node) == np.float16:
+        return None
+    transpose_a, transpose_b = node.attrs["transpose_a"], node.attrs["transpose_b"]
+
+    def run(inputs: Inputs, outs: Outs) -> None:
+        _matmul_into(*_operands(inputs, transpose_a, transpose_b), outs[0])
+
+    return run
+
+
+@_writes("Gemm")
+def _gemm(node: Node) -> Optional[WritingKernel]:
+    """``alpha * a' @ b' + beta * c`` into out, float32 and float64."""
+    dtype = _dtype(node)
+    if dtype not in _WIDE_FLOATS:
+        return None
+    alpha, beta = dtype.type(node.attrs["alpha"]), dtype.type(node.attrs["beta"])
+    scale, scale_c = node.attrs["alpha"] != 1.0, node.attrs["beta"] != 1.0
+    transpose_a, transpose_b = bool(node.attrs["transA"]), bool(node.attrs["transB"])
+
+    def run(inputs: Inputs, outs: Outs) -> None:
+        a, b, out = _array(inputs, 0), _array(inputs, 1), outs[0]
+        np.matmul(a.T if transpose_a else a, b.T if transpose_b else b, out=out)
+        if scale:
+            np.multiply(out, alpha, out=out)
+        c = inputs[2] if len(inputs) > 2 else None
+        if c is not None:
+            np.add(out, c * beta if scale_c else c, out=out)
+
+    return run
+
+
+def _gelu_tanh_into(y: np.ndarray) -> None:
+    """fused_matmul's gelu_tanh on y, in place, through one scratch array."""
+    inner = np.multiply(y, y)
+    inner *= 0.044715
+    inner += 1
+    inner *= y
+    inner *= math.sqrt(2.0 / math.pi)
+    np.tanh(inner, out=inner)
+    inner += 1
+    np.multiply(inner, y, out=y)
+    y *= 0.5
+
+
+@_writes("MatMulBiasAdd")
+def _matmul_bias_add(node: Node) -> Optional[WritingKernel]:
+    """``activation(a' @ b' + bias)`` with the product written into out and the rest
+    applied in place (16-bit floats are not covered)."""
+    if _dtype(node) == np.float16:
+        return None
+    attrs = node.attrs
+    activation = attrs["activation"]
+
+    def run(inputs: Inputs, outs: Outs) -> None:
+        out = outs[0]
+        _matmul_into(*_operands(inputs, attrs["transpose_a"], attrs["transpose_b"]), out)
+        np.add(out, _array(inputs, 2), out=out)
+        if activation == "relu":
+            np.maximum(out, out.dtype.type(0), out=out)
+        elif activation == "gelu":
+            np.copyto(out, gelu_erf(out))
+        elif activation == "gelu_tanh":
+            _gelu_tanh_into(out)
+
+    return run
+
+
