@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 
 from ge.compiler.executable import Executable, IOSpec, Step
 from ge.compiler.specialize import shared_dimension_names
-from ge.compiler.streams import assign_streams
+from ge.compiler.streams import StreamPlan, assign_streams
 from ge.engines import Engine, get_engine
 from ge.errors import CompileError, GEError, GraphError, UnsupportedOpError
 from ge.ir import MEMORY_OPTIONS_KEY, Graph, Node, Value, collector_paused
@@ -74,8 +74,11 @@ def _compile(graph: Graph, opt_level: int, engines: Optional[Sequence[str]],
     assignment = _assign_engines(order, chosen)
     executable = _plan(working, order, assignment)
     nodes = {node.name: node for node in order}
-    stream_plan = assign_streams(executable.steps, [_cost(nodes[step.node])
-                                                    for step in executable.steps], streams)
+    if _is_chain(executable.steps):  # each step reads the one before: nothing to overlap
+        stream_plan = StreamPlan.single(len(executable.steps), streams, "the steps are a chain")
+    else:
+        stream_plan = assign_streams(executable.steps, [_cost(nodes[step.node])
+                                                        for step in executable.steps], streams)
     if stream_plan.count > 1:
         executable.streams = stream_plan.streams
         executable.stream_waits = stream_plan.waits
@@ -98,6 +101,12 @@ def _compile(graph: Graph, opt_level: int, engines: Optional[Sequence[str]],
         "compile_seconds": time.perf_counter() - started,
     }
     return executable
+
+
+def _is_chain(steps: Sequence[Step]) -> bool:
+    """True when every step reads an output of the step just before it."""
+    return all(set(step.inputs) & set(before.outputs)
+               for before, step in zip(steps, steps[1:]))
 
 
 def _cost(node: Node) -> Optional[tuple[float, float]]:
@@ -201,7 +210,9 @@ def _memory_aware(computing: list[Node], slot_of: Callable[[Value], int], pinned
     live bytes (unknown dimensions counted as 1), else as it was; and what was decided."""
     uses = [StepUse(tuple(-1 if v is None else slot_of(v) for v in node.inputs),
                     tuple(slot_of(v) for v in node.outputs)) for node in computing]
-    sizes = {slot_of(v): num_elements(v.desc.shape) * v.desc.dtype.itemsize
+    if all(set(use.inputs) & set(before.outputs) for before, use in zip(uses, uses[1:])):
+        return computing, {"order": "graph order (a chain: the only order)"}
+    sizes = {slot_of(v): num_elements(v.shape) * v.dtype.itemsize
              for node in computing for v in node.outputs}
     given = live_peak(uses, sizes, pinned)
     order = memory_aware_order(uses, sizes, pinned)

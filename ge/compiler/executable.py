@@ -117,10 +117,12 @@ class Executable:
         the memory plan (for the input signature last run, or the graph's own shapes)."""
         lines = []
         schedule = self.report.get("schedule") or {}
-        if schedule:
+        if "graph_order_peak_bytes" in schedule:
             lines.append(f"schedule: {schedule['order']} (estimated peak of live values: "
                          f"graph order {_mib(schedule['graph_order_peak_bytes'])}, "
                          f"memory-aware {_mib(schedule['memory_aware_peak_bytes'])})")
+        elif schedule:
+            lines.append(f"schedule: {schedule['order']}")
         streams = self.report.get("streams") or {}
         why = f"; one stream: {streams['why_one']}" if streams.get("why_one") else ""
         lines.append(f"streams: {self.stream_count} (asked: {streams.get('requested', 'auto')}"

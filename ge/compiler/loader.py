@@ -132,8 +132,8 @@ class Program:
         waits: tuple[tuple[int, ...], ...] = ()
         if self.executable.stream_count > 1:
             sizes = {slot: _nbytes(memory.descs[slot]) for slot in memory.offsets}
-            memory_preds = memory_predecessors(steps, memory.offsets, sizes, memory.views,
-                                               memory.inplace)
+            memory_preds = memory_predecessors(steps, memory.offsets, sizes, memory.owner,
+                                               memory.views)
             preds = [sorted(set(d) | set(m))
                      for d, m in zip(data_producers(steps), memory_preds)]
             waits = tuple(tuple(w) for w in ordering_waits(self.executable.streams, preds))

@@ -20,8 +20,9 @@ copies) can overlap.
 
 from __future__ import annotations
 
+import bisect
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -56,6 +57,13 @@ class StreamPlan:
     def events(self) -> int:
         """How many cross-stream waits (events) the plan has."""
         return sum(len(w) for w in self.waits)
+
+    @classmethod
+    def single(cls, steps: int, requested: Optional[int], why: str) -> StreamPlan:
+        """Every step on one stream, for ``why``."""
+        report = {"requested": "auto" if requested is None else requested, "streams": 1,
+                  "events": 0, "why_one": why}
+        return cls((0,) * steps, ((),) * steps, 1, report)
 
     def members(self) -> list[list[int]]:
         """Per stream, its steps in order."""
@@ -130,43 +138,65 @@ def data_producers(steps: Sequence[Step]) -> list[list[int]]:
 
 
 def memory_predecessors(steps: Sequence[Step], offsets: dict[int, int],
-                        sizes: dict[int, int], views: frozenset[int],
-                        inplace: frozenset[int]) -> list[list[int]]:
+                        sizes: dict[int, int], owner: Callable[[int], int],
+                        views: frozenset[int] = frozenset()) -> list[list[int]]:
     """For each step, the earlier steps (in schedule order) that touched arena bytes it
     writes: on one stream the order keeps them apart; across streams each is a wait.
 
-    A value placed where earlier, dead values lay is written only after every step that
-    made or read those values; an output written in place over an input waits for the
-    input's other readers.
+    Storage is owned by one slot and shared by its views and in-place outputs
+    (``owner``; ``views``: the steps that only re-shape). A value placed where earlier,
+    dead storage lay is written only after every step that made or read that storage;
+    an output written in place waits for the other readers of the storage it overwrites.
+    Only the storage last placed on each byte is waited for: the storage it replaced was
+    waited for when it was placed.
     """
-    touched_by: dict[int, list[int]] = {}  # arena slot -> steps that made or read it
+    touched_by: dict[int, list[int]] = {}  # owning slot -> steps that made or read it
     for index, step in enumerate(steps):
-        for slot in step.inputs:
+        for slot in (*step.inputs, *step.outputs):
             if slot in offsets:
-                touched_by.setdefault(slot, []).append(index)
-        for slot in step.outputs:
-            if slot in offsets:
-                touched_by.setdefault(slot, []).append(index)
-    placed: list[tuple[int, int, int]] = []  # (start, end, slot) of values made so far
+                touched_by.setdefault(owner(slot), []).append(index)
+    segments: list[tuple[int, int, int]] = []  # disjoint (start, end, owner), sorted
     preds: list[list[int]] = []
     for index, step in enumerate(steps):
         mine: set[int] = set()
-        if index not in views:
-            for slot in step.outputs:
-                if slot not in offsets:
-                    continue
-                start, end = offsets[slot], offsets[slot] + sizes[slot]
-                for other_start, other_end, other in placed:
-                    if other_start < end and start < other_end:
-                        mine.update(j for j in touched_by[other] if j < index)
-                placed.append((start, end, slot))
-        elif step.outputs and step.outputs[0] in offsets:
-            slot = step.outputs[0]
-            placed.append((offsets[slot], offsets[slot] + sizes[slot], slot))
-        if index in inplace and step.inputs and step.inputs[0] in touched_by:
-            mine.update(j for j in touched_by[step.inputs[0]] if j < index)
+        for slot in step.outputs:
+            if slot not in offsets:
+                continue
+            storage = owner(slot)
+            if storage != slot:  # a view (writes nothing) or an in-place output
+                if index not in views:
+                    mine.update(j for j in touched_by[storage] if j < index)
+                continue
+            start, end = offsets[slot], offsets[slot] + sizes[slot]
+            for other in _occupy(segments, start, end, storage):
+                mine.update(j for j in touched_by[other] if j < index)
+        mine.discard(index)
         preds.append(sorted(mine))
     return preds
+
+
+def _occupy(segments: list[tuple[int, int, int]], start: int, end: int,
+            storage: int) -> set[int]:
+    """Place ``storage`` on [start, end); return the owners whose bytes it covers."""
+    position = bisect.bisect_right(segments, (start, float("inf"), 0)) - 1
+    position = max(position, 0)
+    covered: set[int] = set()
+    kept: list[tuple[int, int, int]] = []
+    last = position
+    while last < len(segments) and segments[last][0] < end:
+        seg_start, seg_end, seg_owner = segments[last]
+        if seg_end > start:
+            covered.add(seg_owner)
+            if seg_start < start:
+                kept.append((seg_start, start, seg_owner))
+            if seg_end > end:
+                kept.append((end, seg_end, seg_owner))
+        else:
+            kept.append((seg_start, seg_end, seg_owner))
+        last += 1
+    kept.append((start, end, storage))
+    segments[position:last] = sorted(kept)
+    return covered
 
 
 def _producers(steps: Sequence[Step]) -> list[list[int]]:

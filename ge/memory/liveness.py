@@ -59,6 +59,13 @@ class MemoryPlan:
     lower_bound_bytes: int
     strategy: str
     tried: dict[str, int] = field(default_factory=dict)
+    #: slot -> the slot whose storage it shares (views and in-place outputs); a slot not
+    #: listed owns its storage
+    shares: dict[int, int] = field(default_factory=dict)
+
+    def owner(self, slot: int) -> int:
+        """The slot that owns ``slot``'s storage."""
+        return self.shares.get(slot, slot)
 
     @property
     def inplace_count(self) -> int:
@@ -152,7 +159,7 @@ def plan_memory(steps: Sequence[StepUse], descs: dict[int, SlotDesc], pinned: se
             offsets[slot] = offsets[head]
     return MemoryPlan(offsets, dict(descs), frozenset(views), frozenset(in_place), dynamic,
                       placement.arena_bytes, naive, lower_bound(buffers), placement.strategy,
-                      placement.tried)
+                      placement.tried, dict(root))
 
 
 def _place_per_stream(buffers: Sequence[Buffer], streams: Sequence[int],

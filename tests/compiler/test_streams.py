@@ -133,3 +133,65 @@ def test_many_threads_share_a_two_stream_session():
 def test_streams_must_be_a_positive_count():
     with pytest.raises(ge.errors.CompileError, match="streams"):
         ge.compile(towers(), streams=0)
+
+
+def _random_program(draw_ints, steps_count):
+    """Random steps over slots: step i reads 1-2 earlier values (or the input, slot 0)
+    and makes slot i + 1."""
+    from ge.compiler.executable import Step
+
+    steps = []
+    for index in range(steps_count):
+        reads = sorted({draw_ints(0, index) for _ in range(draw_ints(1, 2))})
+        steps.append(Step(f"s{index}", "Relu" if len(reads) == 1 else "Add", "numpy",
+                          tuple(reads), (index + 1,), ()))
+    return steps
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_reused_bytes_are_written_only_after_their_last_users_on_every_stream(seed):
+    from ge.compiler.streams import data_producers, memory_predecessors
+    from ge.memory import StepUse, plan_memory
+
+    rng = np.random.default_rng(seed)
+    steps = _random_program(lambda lo, hi: int(rng.integers(lo, hi + 1)), 14)
+    streams = [int(rng.integers(0, 3)) for _ in steps]
+    uses = [StepUse(s.inputs, s.outputs, inplace=s.op_type == "Relu") for s in steps]
+    descs = {slot: ((int(rng.integers(1, 5)) * 16,), np.dtype(np.float32))
+             for slot in range(len(steps) + 1)}
+    plan = plan_memory(uses, descs, pinned={0, len(steps)},
+                       streams=None if seed % 2 else streams)  # shared or per-stream bytes
+    sizes = {slot: int(np.prod(descs[slot][0])) * 4 for slot in plan.offsets}
+    memory = memory_predecessors(steps, plan.offsets, sizes, plan.owner, plan.views)
+    preds = [sorted(set(d) | set(m)) for d, m in zip(data_producers(steps), memory)]
+    waits = ordering_waits(streams, preds)
+    # happens-before: stream order and the waits, closed transitively
+    before = [set() for _ in steps]
+    last_on: dict[int, int] = {}
+    for index, stream in enumerate(streams):
+        direct = set(waits[index]) | ({last_on[stream]} if stream in last_on else set())
+        for j in direct:
+            before[index] |= before[j] | {j}
+        last_on[stream] = index
+    touches: dict[int, list[int]] = {}
+    for index, step in enumerate(steps):
+        for slot in (*step.inputs, *step.outputs):
+            if slot in plan.offsets:
+                touches.setdefault(plan.owner(slot), []).append(index)
+    for index, producers in enumerate(data_producers(steps)):  # data dependencies hold
+        assert all(producer in before[index] for producer in producers)
+    owners = sorted(touches)
+    for a in owners:
+        for b in owners:
+            if a == b:
+                continue
+            a_start, b_start = plan.offsets[a], plan.offsets[b]
+            if not (a_start < b_start + sizes[b] and b_start < a_start + sizes[a]):
+                continue
+            if max(touches[a]) < min(touches[b]):  # b reuses a's bytes: b's writer waits
+                writer = min(touches[b])
+                assert all(j in before[writer] for j in touches[a]), (a, b)
+    for index in plan.inplace:  # an in-place write waits for the input's other readers
+        storage = plan.owner(steps[index].outputs[0])
+        for j in touches[storage]:
+            assert j >= index or j in before[index]
