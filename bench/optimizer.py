@@ -2,12 +2,12 @@
 
 For ResNet-50 and the BERT-style encoder of ``examples/zoo.py`` (exported to ONNX,
 parsed by GE), this compiles the graph at opt_level 0, 1, 2 and 3 and reports for each
-level the node count and the median latency of ``Session.run`` on the default engines, the
-ratio level 3 / level 0 (the goal is <= 0.7), and, measured in the same run on the same
-inputs, onnxruntime's and PyTorch's latencies with GE level 3's ratio to each. Outputs of
-every level are checked against level 0.
+level the node count and the median latency of ``Session.run`` on the default engines
+(timed by ``ge.benchmark``: blocks alternating between levels over several rounds), and
+the ratio level 3 / level 0 (the goal is <= 0.7). Outputs of every level are checked
+against level 0. GE against onnxruntime and PyTorch is ``bench/speed.py``'s.
 
-    python bench/optimizer.py                    # both models, 7 runs each, writes the docs
+    python bench/optimizer.py                    # both models, 5 rounds, writes the docs
     python bench/optimizer.py --models bert --runs 3 --no-write
 
 The results replace the optimizer section of ``docs/benchmarks.md`` (between its
@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
 import sys
 import tempfile
 import time
@@ -35,27 +34,12 @@ sys.path.insert(0, str(ROOT))
 
 import ge  # noqa: E402
 from examples import zoo  # noqa: E402
+from ge import benchmark  # noqa: E402
 
 DOC = ROOT / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- optimizer:begin -->", "<!-- optimizer:end -->"
 GOAL = 0.7
 LEVELS = (0, 1, 2, 3)
-
-
-def interleaved_medians(runners: dict[str, Callable[[], Any]], runs: int,
-                        warmup: int = 1) -> dict[str, float]:
-    """Median wall time of each runner, timed round-robin (one call of each per round) so
-    that a busy machine slows every contender alike; ``warmup`` untimed rounds first."""
-    for _ in range(warmup):
-        for run in runners.values():
-            run()
-    times: dict[str, list[float]] = {key: [] for key in runners}
-    for _ in range(runs):
-        for key, run in runners.items():
-            started = time.perf_counter()
-            run()
-            times[key].append(time.perf_counter() - started)
-    return {key: statistics.median(values) for key, values in times.items()}
 
 
 @dataclass
@@ -68,8 +52,6 @@ class ModelResult:
     latency: dict[int, float] = field(default_factory=dict)
     compile_seconds: dict[int, float] = field(default_factory=dict)
     max_error: dict[int, float] = field(default_factory=dict)
-    onnxruntime: float = float("nan")
-    torch: float = float("nan")
     top_ops: str = ""
 
     @property
@@ -119,24 +101,6 @@ def _runner(session: ge.Session, feeds: dict[str, np.ndarray]) -> Callable[[], A
     return lambda: session.run(feeds)
 
 
-def reference_runners(name: str, path: str, feeds: dict[str, np.ndarray]
-                      ) -> dict[str, Callable[[], Any]]:
-    """onnxruntime (CPU provider, default options) and PyTorch (eager, no_grad)."""
-    import onnxruntime
-    import torch
-
-    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
-    model = zoo.MODELS[name].factory(seed=0).eval()
-    tensors = [torch.from_numpy(np.ascontiguousarray(feeds[n]))
-               for n in zoo.MODELS[name].input_names]
-
-    def run_torch() -> None:
-        with torch.no_grad():
-            model(*tensors)
-
-    return {"onnxruntime": lambda: session.run(None, feeds), "torch": run_torch}
-
-
 def bench_model(name: str, runs: int, folder: str) -> ModelResult:
     """All numbers for one zoo model (batch 1)."""
     path = zoo.export_onnx(name, os.path.join(folder, f"{name}.onnx"))
@@ -144,10 +108,8 @@ def bench_model(name: str, runs: int, folder: str) -> ModelResult:
     feeds = zoo.example_feeds(name, batch=1, seed=0)
     result = ModelResult(name)
     runners = compile_levels(result, graph, feeds)
-    runners.update(reference_runners(name, path, feeds))
-    medians = interleaved_medians(runners, runs)
-    result.latency = {level: medians[f"ge{level}"] for level in LEVELS}
-    result.onnxruntime, result.torch = medians["onnxruntime"], medians["torch"]
+    timed = benchmark.compare(runners, rounds=runs, block_seconds=0.3)
+    result.latency = {level: timed.median(f"ge{level}") for level in LEVELS}
     return result
 
 
@@ -165,49 +127,32 @@ def render_console(result: ModelResult) -> str:
                      f"max rel. error vs level 0 {result.max_error[level]:.1e}")
     verdict = "meets" if result.ratio <= GOAL else "misses"
     lines.append(f"  latency level 3 / level 0 = {result.ratio:.2f} ({verdict} the goal <= {GOAL})")
-    lines.append(f"  onnxruntime {_ms(result.onnxruntime)} ms/run, PyTorch {_ms(result.torch)} "
-                 f"ms/run; GE level 3 is {result.latency[3] / result.onnxruntime:.1f}x "
-                 f"onnxruntime, {result.latency[3] / result.torch:.1f}x PyTorch")
     return "\n".join(lines)
 
 
 def render_markdown(results: list[ModelResult], runs: int) -> str:
     """The optimizer section of docs/benchmarks.md."""
-    import onnxruntime
-    import torch
-
     lines = [
         BEGIN,
         "## Optimizer: node counts and latency per opt_level",
         "",
         f"Measured by `python bench/optimizer.py` on {time.strftime('%Y-%m-%d')}: "
         f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-        f"NumPy {np.__version__}, onnxruntime {onnxruntime.__version__}, "
-        f"PyTorch {torch.__version__}. Batch 1, median of {runs} runs after a warm-up, the "
-        "contenders timed round-robin (one run of each per round) so that load on the "
-        "machine affects all alike; GE on its default engines (fused, then NumPy); "
-        "onnxruntime with the CPU "
-        "provider and default options; PyTorch eager under `no_grad`, in the same process "
-        "on the same inputs. Nodes include "
-        "`Const` and `Data`; computing nodes exclude them. Goal: level 3 / level 0 latency "
-        f"<= {GOAL}.",
-        "",
-        "The onnxruntime and PyTorch columns are not to be trusted: timed round-robin, each "
-        "contender's worker threads, still spinning after its run, slow the next one, and "
-        "onnxruntime pays most (alone, in its own process, it runs ResNet-50 about twice as "
-        "fast as this table says). The level-to-level ratios, measured on GE alone, stand.",
+        f"NumPy {np.__version__}. Batch 1, GE on its default engines; the four levels timed "
+        f"by `ge.benchmark` (blocks of runs alternating over {runs} rounds, medians). Nodes "
+        "include `Const` and `Data`; computing nodes exclude them. Goal: level 3 / level 0 "
+        f"latency <= {GOAL}. GE against onnxruntime and PyTorch: the speed section below.",
         "",
         "| model | nodes L0 | L1 | L2 | L3 | computing L0 -> L3 | ms L0 | ms L1 | ms L2 | ms L3 "
-        "| L3 / L0 | onnxruntime ms | PyTorch ms | L3 / ORT | L3 / PyTorch |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| L3 / L0 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r.name} | {r.nodes[0]} | {r.nodes[1]} | {r.nodes[2]} | {r.nodes[3]} | "
             f"{r.computing[0]} -> {r.computing[3]} | "
             + " | ".join(_ms(r.latency[level]) for level in LEVELS)
-            + f" | **{r.ratio:.2f}** | {_ms(r.onnxruntime)} | {_ms(r.torch)} | "
-            f"{r.latency[3] / r.onnxruntime:.1f} | {r.latency[3] / r.torch:.1f} |")
+            + f" | **{r.ratio:.2f}** |")
     lines += ["", "Level 3 graphs (computing ops, most frequent first):", ""]
     lines += [f"- {r.name}: {r.top_ops}; max relative error vs level 0: "
               f"{max(r.max_error.values()):.1e}" for r in results]
@@ -232,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["resnet50", "bert"],
                         choices=sorted(zoo.MODELS))
-    parser.add_argument("--runs", type=int, default=7, help="timed runs per measurement")
+    parser.add_argument("--runs", type=int, default=5, help="rounds of timed blocks")
     parser.add_argument("--no-write", action="store_true", help="leave docs/benchmarks.md alone")
     args = parser.parse_args(argv)
     results = []

@@ -215,6 +215,34 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench(args: argparse.Namespace) -> None:
+    from ge import benchmark
+
+    if not args.model.endswith(".onnx"):
+        raise ge.errors.ModelFormatError("ge bench compares with onnxruntime: it needs an .onnx")
+    info = benchmark.machine()
+    peak = benchmark.matmul_peak_gflops()
+    settings = ", ".join(f"{k}={v}" for k, v in info["blas_settings"].items()) or "defaults"
+    print(f"{info['cpu']}, {info['cores']} cores, {info['blas']} ({settings}); NumPy float32 "
+          f"matmul peak {peak:.0f} GFLOP/s")
+    for batch in args.batch:
+        feeds = benchmark.feeds_for(args.model, batch)
+        specs = [benchmark.Spec(name, args.model, batch, opt_level=args.opt_level)
+                 for name in ("ge", "onnxruntime")]
+        result = benchmark.compare({s.contender: benchmark.runner(s, feeds) for s in specs},
+                                   rounds=args.rounds, block_seconds=args.block_seconds)
+        if not args.no_solo:
+            for spec in specs:
+                result.solo[spec.contender] = benchmark.solo(spec, args.rounds,
+                                                             args.block_seconds)
+        print(f"\nbatch {batch} ({args.rounds} rounds of alternating blocks; medians)")
+        for row in benchmark.table(result, benchmark.estimated_flops(args.model, batch), peak):
+            print(row)
+        if any(result.flagged(name) for name in result.times):
+            print(f"(!) the in-harness figure is over {benchmark.FLAG_OFF:.0%} off the "
+                  f"figure alone: do not trust either until the cause is found")
+
+
 def _add_level(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--opt-level", type=int, default=3, choices=sorted(LEVELS),
                         help="0 none, 1 basic, 2 extended (fusions), 3 all (layout); default 3")
@@ -239,6 +267,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     run.add_argument("--batch", type=int, default=1, help="size of unknown dimensions")
     run.add_argument("--check", action="store_true", help="compare with onnxruntime")
     run.set_defaults(handler=_cmd_run)
+    bench = commands.add_parser("bench", help="time GE against onnxruntime on an ONNX model")
+    bench.add_argument("model")
+    bench.add_argument("--batch", type=int, nargs="+", default=[1],
+                       help="sizes of unknown dimensions (default 1)")
+    bench.add_argument("--rounds", type=int, default=5)
+    bench.add_argument("--block-seconds", type=float, default=0.5)
+    bench.add_argument("--no-solo", action="store_true",
+                       help="skip timing each contender alone in a fresh process")
+    _add_level(bench)
+    bench.set_defaults(handler=_cmd_bench)
     compiling = commands.add_parser("compile", help="optimize and compile a graph")
     compiling.add_argument("model")
     compiling.add_argument("--report", action="store_true", help="print what each pass did")

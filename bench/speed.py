@@ -1,0 +1,117 @@
+"""GE against onnxruntime and PyTorch eager on the model zoo, with a harness to trust.
+
+For each model of ``examples/zoo.py`` (ResNet-18, ResNet-50, MobileNetV2, the BERT-style
+encoder, the seed's SimpleCNN) at batch 1 and 8, ``ge.benchmark`` times GE (level 3,
+default engines), onnxruntime (CPU provider, default options, all optimizations) and
+PyTorch eager (``torch.inference_mode``, default threads) on the same inputs: each
+warmed up on its own, then blocks of runs alternating over several rounds, medians.
+Each contender is also timed alone in a fresh process, and an in-harness figure more
+than 10 % off its solo figure is flagged (!). Achieved GFLOP/s (GE's cost model's FLOPs
+over the median time) is shown against NumPy's measured float32 matmul peak.
+
+    python bench/speed.py                          # writes the speed section of the docs
+    python bench/speed.py --models resnet18 --batches 1 --rounds 3 --no-write
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from examples import zoo  # noqa: E402
+from ge import benchmark  # noqa: E402
+
+DOC = ROOT / "docs" / "benchmarks.md"
+BEGIN, END = "<!-- speed:begin -->", "<!-- speed:end -->"
+CONTENDERS = ("ge", "onnxruntime", "torch")
+
+
+def measure(name: str, batch: int, folder: str, rounds: int, block_seconds: float,
+            solo: bool) -> tuple[benchmark.Result, float]:
+    path = zoo.export_onnx(name, os.path.join(folder, f"{name}.onnx"), batch=1,
+                           dynamic_batch=True)
+    feeds = zoo.example_feeds(name, batch=batch)
+    specs = [benchmark.Spec(contender, path, batch, zoo=name) for contender in CONTENDERS]
+    runs = {}
+    for spec in specs:
+        if spec.contender == "torch":
+            runs["torch"] = benchmark.runner(spec, feeds)
+        else:
+            runs[spec.contender] = benchmark.runner(spec, feeds)
+    result = benchmark.compare(runs, rounds=rounds, block_seconds=block_seconds)
+    if solo:
+        for spec in specs:
+            result.solo[spec.contender] = benchmark.solo(spec, rounds, block_seconds,
+                                                         extra_path=str(ROOT))
+    return result, benchmark.estimated_flops(path, batch)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=list(zoo.MODELS))
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--block-seconds", type=float, default=0.5)
+    parser.add_argument("--no-solo", action="store_true")
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args(argv)
+    info = benchmark.machine()
+    peak = benchmark.matmul_peak_gflops()
+    import onnxruntime
+    import torch
+
+    settings = ", ".join(f"`{k}={v}`" for k, v in info["blas_settings"].items()) or \
+        "no BLAS variables set"
+    lines = [BEGIN, "## Speed: GE against onnxruntime and PyTorch eager", "",
+             f"Measured by `python bench/speed.py` on {time.strftime('%Y-%m-%d')}: "
+             f"{info['cpu']}, {info['cores']} cores; Python {info['python']}, NumPy "
+             f"{info['numpy']} with {info['blas']} ({settings}); onnxruntime "
+             f"{onnxruntime.__version__}; PyTorch {torch.__version__}. NumPy's float32 "
+             f"matmul peak here: {peak:.0f} GFLOP/s. GE at level 3 on its default engines; "
+             "onnxruntime with default options; PyTorch eager under `inference_mode`. Each "
+             f"contender warmed up alone, then blocks of about {args.block_seconds} s "
+             f"alternating over {args.rounds} rounds (each block after 2 untimed runs); "
+             "medians. \"alone\" is the same measurement in a fresh process running only "
+             "that contender; (!) marks an in-harness figure over 10 % off it. GFLOP/s "
+             "counts GE's cost-model FLOPs.", ""]
+    summary = ["| model | batch | GE ms | onnxruntime ms | PyTorch ms | GE / onnxruntime "
+               "| GE / PyTorch |", "|---|---|---|---|---|---|---|"]
+    details: list[str] = []
+    with tempfile.TemporaryDirectory() as folder:
+        for name in args.models:
+            for batch in args.batches:
+                result, flops = measure(name, batch, folder, args.rounds, args.block_seconds,
+                                        not args.no_solo)
+                ms = {c: result.median(c) * 1e3 for c in CONTENDERS}
+                flags = {c: " (!)" if result.flagged(c) else "" for c in CONTENDERS}
+                row = (f"| {name} | {batch} | {ms['ge']:.2f}{flags['ge']} | "
+                       f"{ms['onnxruntime']:.2f}{flags['onnxruntime']} | "
+                       f"{ms['torch']:.2f}{flags['torch']} | "
+                       f"{result.ratio('ge', 'onnxruntime'):.2f} | "
+                       f"{result.ratio('ge', 'torch'):.2f} |")
+                summary.append(row)
+                print(row, flush=True)
+                details += ["", f"{name}, batch {batch}:", "",
+                            *benchmark.table(result, flops, peak)]
+    text = "\n".join(lines + summary + ["", "### Each contender, in the harness and alone"]
+                     + details + [END])
+    print(text)
+    if not args.no_write:
+        current = DOC.read_text()
+        if BEGIN in current and END in current:
+            head, rest = current.split(BEGIN, 1)
+            DOC.write_text(head + text + rest.split(END, 1)[1])
+        else:
+            DOC.write_text(current.rstrip("\n") + "\n\n" + text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
