@@ -4,7 +4,10 @@
     ge info MODEL [--optimized] inputs, outputs (dynamic dims), op histogram, parameters, FLOPs;
                                 --optimized: of the graph after the optimizer (--opt-level N)
     ge run MODEL [--check]      run on random inputs (or --inputs FILE.npz), summarise the
-                                outputs; --check also runs onnxruntime and prints the max error
+                                outputs; --check also runs onnxruntime and prints the max error;
+                                --profile times each node (--top K), --trace FILE.json writes
+                                a Chrome trace
+    ge bench MODEL.onnx         GE against onnxruntime: alternating blocks, and each alone
     ge compile MODEL [--report] compile (--opt-level N, default 3; --verify checks every pass
                                 numerically); --report prints what each pass did; -o FILE.gem
                                 writes the offline model (ge run takes it, no recompiling),
@@ -154,6 +157,14 @@ def _cmd_run(args: argparse.Namespace) -> None:
         print(summary)
     if args.check:
         _check_with_onnxruntime(args.model, feeds, outputs)
+    if args.profile or args.trace:
+        session.run(feeds, profile=True)  # the first run above planned the memory
+        profile = session.last_profile
+        assert profile is not None
+        print(profile.table(args.top))
+        if args.trace:
+            profile.save(args.trace)
+            print(f"wrote the Chrome trace to {args.trace} (open it in ui.perfetto.dev)")
 
 
 def _check_with_onnxruntime(model: str, feeds: dict[str, np.ndarray],
@@ -266,6 +277,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     run.add_argument("--inputs", help=".npz file of inputs")
     run.add_argument("--batch", type=int, default=1, help="size of unknown dimensions")
     run.add_argument("--check", action="store_true", help="compare with onnxruntime")
+    run.add_argument("--profile", action="store_true",
+                     help="time a second run node by node and print the slowest")
+    run.add_argument("--top", type=int, default=15, help="rows of the --profile table")
+    run.add_argument("--trace", help="write the profiled run as a Chrome trace (JSON)")
     run.set_defaults(handler=_cmd_run)
     bench = commands.add_parser("bench", help="time GE against onnxruntime on an ONNX model")
     bench.add_argument("model")

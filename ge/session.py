@@ -14,6 +14,7 @@ values, so one session may serve several threads.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Optional
 
@@ -21,13 +22,22 @@ import numpy as np
 
 from ge.compiler import Executable, IOSpec, compile
 from ge.compiler.loader import BoundPlan, Program, load
+from ge.compiler.profile import Profile
 from ge.compiler.specialize import broken_names, split_dimension_names
 from ge.errors import ExecutionError, GEError, GERuntimeError, InputError
 from ge.ir import Node, TensorDesc
 from ge.ir.tensor import format_shape
 from ge.runtime.acl_rt import stream_of
 from ge.runtime.stream import Stream
-from ge.runtime.tasks import Arena, ArenaPool, TaskFailure, run_on_streams, run_tasks
+from ge.runtime.tasks import (
+    Arena,
+    ArenaPool,
+    TaskFailure,
+    Timing,
+    run_on_streams,
+    run_tasks,
+    timing_hooks,
+)
 
 __all__ = ["Session", "AsyncRun"]
 
@@ -45,6 +55,8 @@ class Session:
         self._arenas = ArenaPool(keep=ARENAS_KEPT)
         self._own_stream: Optional[Stream] = None  # run_async's default, made on first use
         self._workers: list[Stream] = []  # the executable's streams 1.., made on first use
+        #: the ``Profile`` of the latest ``run(feed, profile=True)``
+        self.last_profile: Optional[Profile] = None
         # plans for feeds that break the dimension names a model file declared (see
         # ge.compiler.specialize): broken names -> session, the most recent last
         self._specialized: dict[frozenset[str], Session] = {}
@@ -65,15 +77,25 @@ class Session:
         return [(spec.name, spec.desc) for spec in self._executable.outputs]
 
     # -- running ----------------------------------------------------------------------
-    def run(self, feed: Mapping[str, Any]) -> dict[str, Any]:
+    def run(self, feed: Mapping[str, Any], profile: bool = False) -> dict[str, Any]:
         """Run the graph once; return ``{output name: array}`` in the graph's output order.
 
         Feeds are host arrays (or anything ``np.asarray`` takes) or device buffers
         ``(pointer, nbytes)``, read in place. Given device buffers, the outputs are
         written straight into new device buffers owned by the caller, returned as
-        ``(pointer, nbytes)``.
+        ``(pointer, nbytes)``. With ``profile``, each step's time is recorded and the
+        run's ``Profile`` (top-k table, Chrome trace) is left in ``last_profile``.
         """
-        return self._prepare(feed, "Session.run").execute()
+        prepared = self._prepare(feed, "Session.run")
+        if not profile:
+            return prepared.execute()
+        timings: list[Timing] = []
+        started = time.perf_counter_ns()
+        outputs = prepared.execute(timings)
+        ended = time.perf_counter_ns()
+        self.last_profile = Profile.from_timings(prepared.program.executable, timings,
+                                                 started, ended)
+        return outputs
 
     def run_async(self, feed: Mapping[str, Any], stream: Any = None) -> AsyncRun:
         """Start a run on ``stream`` and return at once (the seed's section 6.2).
@@ -236,7 +258,7 @@ class _PreparedRun:
             return None
         return {name: (pointer, view.nbytes) for name, (pointer, view) in found.items()}
 
-    def execute(self) -> dict[str, Any]:
+    def execute(self, timings: Optional[list[Timing]] = None) -> dict[str, Any]:
         program, executable = self.program, self.program.executable
         values = list(program.template)
         for spec in executable.inputs:
@@ -249,7 +271,8 @@ class _PreparedRun:
                     given[spec.slot] = self.device_outputs[spec.name][1]
         arena = self.session._arenas.acquire(self.plan.tasks.arena_bytes)
         try:
-            _execute(program, self.plan, arena, values, given, self.session._stream_workers())
+            _execute(program, self.plan, arena, values, given, self.session._stream_workers(),
+                     timings)
             results = {spec.name: self.session._result(spec, values[spec.slot],
                                                        self.arrays.values(), arena)
                        for spec in executable.outputs}
@@ -347,11 +370,15 @@ def _allocate_outputs(program: Program, plan: BoundPlan) -> dict[str, tuple[int,
 def _execute(program: Program, plan: BoundPlan, arena: Arena,
              values: list[Optional[np.ndarray]],
              given: Optional[dict[int, np.ndarray]] = None,
-             workers: Sequence[Stream] = ()) -> None:
+             workers: Sequence[Stream] = (), timings: Optional[list[Timing]] = None) -> None:
     try:
         if plan.waits and workers:
             run_on_streams(program.tasks, plan.tasks, arena, values, given, program.members,
-                           plan.waits, workers)
+                           plan.waits, workers, timings)
+        elif timings is not None:
+            before, after = timing_hooks(timings)
+            run_tasks(program.tasks, plan.tasks, arena, values, given, before=before,
+                      after=after)
         else:
             run_tasks(program.tasks, plan.tasks, arena, values, given)
     except TaskFailure as failure:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import enum
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from ge.errors import GEError
 from ge.runtime.memory import DeviceHeap
 
 __all__ = ["Mode", "Task", "OutSpec", "TaskPlan", "TaskFailure", "Arena", "ArenaPool",
-           "run_tasks", "run_on_streams", "FRESH", "ANYWHERE"]
+           "run_tasks", "run_on_streams", "timing_hooks", "Timing", "FRESH", "ANYWHERE"]
 
 Kernel = Callable[[Sequence[Optional[np.ndarray]]], list[np.ndarray]]
 Writer = Callable[[Sequence[Optional[np.ndarray]], Sequence[np.ndarray]], None]
@@ -294,24 +295,48 @@ class _Aborted(Exception):
     """Another stream of the same run failed: stop here."""
 
 
+#: one task's timing: (task index, start ns, end ns, thread id), ``time.perf_counter_ns``
+Timing = tuple[int, int, int, int]
+
+
+def timing_hooks(timings: list[Timing]) -> tuple[Callable[[int], None], Callable[[int], None]]:
+    """``before``/``after`` hooks that append each task's timing to ``timings``."""
+    starts: dict[int, int] = {}
+
+    def before(index: int) -> None:
+        starts[index] = time.perf_counter_ns()
+
+    def after(index: int) -> None:
+        timings.append((index, starts.pop(index), time.perf_counter_ns(),
+                        threading.get_ident()))
+
+    return before, after
+
+
 def run_on_streams(tasks: Sequence[Task], plan: TaskPlan, arena: Arena,
                    values: list[Optional[np.ndarray]], given: Optional[dict[int, np.ndarray]],
                    members: Sequence[Sequence[int]], waits: Sequence[Sequence[int]],
-                   workers: Sequence[Any]) -> None:
+                   workers: Sequence[Any], timings: Optional[list[Timing]] = None) -> None:
     """Run the tasks split over streams: ``members[0]`` on the calling thread, each
     other ``members[k]`` on ``workers[k - 1]`` (runtime streams); task ``i`` first waits
     for the tasks ``waits[i]`` (events recorded after them on their streams). A failure
-    on any stream stops the others and is raised here."""
+    on any stream stops the others and is raised here. ``timings`` collects each task's
+    time from the end of its waits to the end of its kernel."""
     done = {j: threading.Event() for wait in waits for j in wait}
     failures: list[BaseException] = []
+    timed_before, timed_after = timing_hooks(timings) if timings is not None else (None, None)
 
     def before(index: int) -> None:
         for j in waits[index]:
             done[j].wait()
         if failures:
             raise _Aborted
+        if timed_before is not None:
+            timed_before(index)
 
     def after(index: int) -> None:
+        if timed_after is not None:
+            timed_after(index)
         event = done.get(index)
         if event is not None:
             event.set()
