@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,6 +24,9 @@ sys.path.insert(0, str(ROOT))
 import ge  # noqa: E402
 from examples import synthetic  # noqa: E402
 from ge import benchmark  # noqa: E402
+
+DOC = ROOT / "docs" / "benchmarks.md"
+BEGIN, END = "<!-- overhead:begin -->", "<!-- overhead:end -->"
 
 
 def main() -> int:
@@ -40,9 +44,21 @@ def main() -> int:
     steps = len(executable.steps)
     ge_us = result.median("ge") * 1e6
     ort_us = result.median("onnxruntime") * 1e6
-    print(f"{steps} steps; GE {ge_us / 1e3:.2f} ms/run = {ge_us / steps:.2f} us per step "
-          f"(kernel included); onnxruntime {ort_us / 1e3:.2f} ms/run = "
-          f"{ort_us / steps:.2f} us per op; GE / onnxruntime {ge_us / ort_us:.2f}")
+    line = (f"{steps} steps; GE {ge_us / 1e3:.2f} ms/run = {ge_us / steps:.2f} us per step "
+            f"(kernel included); onnxruntime {ort_us / 1e3:.2f} ms/run = "
+            f"{ort_us / steps:.2f} us per op; GE / onnxruntime {ge_us / ort_us:.2f}")
+    print(line)
+    text = "\n".join([BEGIN, "## Per-op overhead", "",
+                      f"Measured by `python bench/overhead.py` on {time.strftime('%Y-%m-%d')}"
+                      ": a chain of 1,000 tiny elementwise ops ([1, 16]) at level 0, one "
+                      "step per op, timed by `ge.benchmark` beside onnxruntime. GE's figure "
+                      "is its whole run over its steps, kernels included.", "", line, END])
+    current = DOC.read_text()
+    if BEGIN in current and END in current:
+        head, rest = current.split(BEGIN, 1)
+        DOC.write_text(head + text + rest.split(END, 1)[1])
+    else:
+        DOC.write_text(current.rstrip("\n") + "\n\n" + text + "\n")
     return 0
 
 
