@@ -4,13 +4,22 @@ Build a graph with the seed's API (``ge.Graph``, ``ge.OperatorFactory``), compil
 it with ``ge.compile`` and run it with ``ge.Session``.
 """
 
-from ge import errors, graphpass
-from ge import ops as _ops  # noqa: F401 - registers every op
-from ge.builder import OperatorFactory, constant
-from ge.compiler import Executable, compile
-from ge.compiler.model_file import load, save
-from ge.ir import DataType, Format, Graph, Node, Tensor, TensorDesc, Value
-from ge.session import Session
+import os as _os
+
+# OpenBLAS's idle worker threads spin for 2^28 cycles (about 0.1 s of a core) after each
+# product unless this is set before NumPy loads it. 2^22 cycles (about 1.4 ms) still
+# bridges the gaps between the products of one run (ResNet-50 runs as fast) and lets the
+# threads sleep about a millisecond after it. A value the user set is kept; NumPy loaded
+# before GE keeps its own setting.
+_os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "22")
+
+from ge import errors, graphpass  # noqa: E402
+from ge import ops as _ops  # noqa: F401, E402 - registers every op
+from ge.builder import OperatorFactory, constant  # noqa: E402
+from ge.compiler import Executable, compile  # noqa: E402
+from ge.compiler.model_file import load, save  # noqa: E402
+from ge.ir import DataType, Format, Graph, Node, Tensor, TensorDesc, Value  # noqa: E402
+from ge.session import Session  # noqa: E402
 
 __version__ = "0.1.0"
 

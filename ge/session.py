@@ -38,6 +38,7 @@ from ge.runtime.tasks import (
     run_tasks,
     timing_hooks,
 )
+from ge.runtime.threads import limited, resolve_threads
 
 __all__ = ["Session", "AsyncRun"]
 
@@ -45,11 +46,17 @@ __all__ = ["Session", "AsyncRun"]
 class Session:
     """Runs a compiled graph; the seed's ``ge.Session(compiled_graph)``."""
 
-    def __init__(self, executable: Executable) -> None:
+    def __init__(self, executable: Executable, threads: Optional[int] = None) -> None:
         if not isinstance(executable, Executable):
             raise GERuntimeError(f"ge.Session expects the result of ge.compile(graph), "
                                  f"got {type(executable).__name__}")
         self._executable = executable
+        try:
+            #: intra-op threads per kernel: this argument, else ge.compile's, else the
+            #: GE_NUM_THREADS environment variable, else None (BLAS's and numba's own)
+            self.threads = resolve_threads(threads, executable.options.get("threads"))
+        except ValueError as error:
+            raise GERuntimeError(str(error)) from None
         self._program: Optional[Program] = load(executable)
         # one arena per concurrent run, from the runtime's model heap, pooled
         self._arenas = ArenaPool(keep=ARENAS_KEPT)
@@ -196,7 +203,9 @@ class Session:
                 session = Session(compile(graph, opt_level=options.get("opt_level", 3),
                                           engines=options.get("engines"),
                                           verify=options.get("verify", False),
-                                          streams=options.get("streams")))
+                                          streams=options.get("streams"),
+                                          threads=options.get("threads")),
+                                  threads=self.threads)
             self._specialized[key] = session
             while len(self._specialized) > MAX_SPECIALIZED:
                 del self._specialized[next(iter(self._specialized))]
@@ -271,8 +280,9 @@ class _PreparedRun:
                     given[spec.slot] = self.device_outputs[spec.name][1]
         arena = self.session._arenas.acquire(self.plan.tasks.arena_bytes)
         try:
-            _execute(program, self.plan, arena, values, given, self.session._stream_workers(),
-                     timings)
+            with limited(self.session.threads):
+                _execute(program, self.plan, arena, values, given,
+                         self.session._stream_workers(), timings, self.session.threads)
             results = {spec.name: self.session._result(spec, values[spec.slot],
                                                        self.arrays.values(), arena)
                        for spec in executable.outputs}
@@ -370,11 +380,12 @@ def _allocate_outputs(program: Program, plan: BoundPlan) -> dict[str, tuple[int,
 def _execute(program: Program, plan: BoundPlan, arena: Arena,
              values: list[Optional[np.ndarray]],
              given: Optional[dict[int, np.ndarray]] = None,
-             workers: Sequence[Stream] = (), timings: Optional[list[Timing]] = None) -> None:
+             workers: Sequence[Stream] = (), timings: Optional[list[Timing]] = None,
+             threads: Optional[int] = None) -> None:
     try:
         if plan.waits and workers:
             run_on_streams(program.tasks, plan.tasks, arena, values, given, program.members,
-                           plan.waits, workers, timings)
+                           plan.waits, workers, timings, threads)
         elif timings is not None:
             before, after = timing_hooks(timings)
             run_tasks(program.tasks, plan.tasks, arena, values, given, before=before,

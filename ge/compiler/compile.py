@@ -33,7 +33,7 @@ DEFAULT_OPT_LEVEL = 3
 
 def compile(graph: Graph, *, opt_level: int = DEFAULT_OPT_LEVEL,  # noqa: A001
             engines: Optional[Sequence[str]] = None, verify: bool = False,
-            streams: Optional[int] = None) -> Executable:
+            streams: Optional[int] = None, threads: Optional[int] = None) -> Executable:
     """Compile ``graph`` for execution by ``ge.Session``.
 
     ``opt_level``: 0 none, 1 basic (folding, elimination), 2 extended (and fusions),
@@ -42,13 +42,21 @@ def compile(graph: Graph, *, opt_level: int = DEFAULT_OPT_LEVEL,  # noqa: A001
     node) that changed the outputs. ``engines`` is the preference list of engine names;
     the NumPy engine is always the last resort. ``streams``: how many streams (worker
     threads) independent branches may run on; None lets the compiler decide from its
-    cost estimates (``ge.compiler.streams``). Raises ``GraphError`` kin for an invalid
-    graph and ``UnsupportedOpError`` listing every op type no engine supports.
+    cost estimates (``ge.compiler.streams``). ``threads``: how many threads one kernel
+    may use (BLAS, the fused engine's loops), kept for the sessions of this executable
+    (``ge.Session(executable, threads=)`` and ``GE_NUM_THREADS`` also set it). Raises
+    ``GraphError`` kin for an invalid graph and ``UnsupportedOpError`` listing every op
+    type no engine supports.
     """
     if not isinstance(graph, Graph):
         raise CompileError(f"ge.compile expects a ge.Graph, got {type(graph).__name__}")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1):
+        raise CompileError(f"threads must be a positive integer or None, got {threads!r}")
     with collector_paused():
-        return _compile(graph, opt_level, engines, verify, streams)
+        executable = _compile(graph, opt_level, engines, verify, streams)
+    executable.options["threads"] = threads
+    return executable
 
 
 def _compile(graph: Graph, opt_level: int, engines: Optional[Sequence[str]],

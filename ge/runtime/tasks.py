@@ -26,6 +26,7 @@ import numpy as np
 
 from ge.errors import GEError
 from ge.runtime.memory import DeviceHeap
+from ge.runtime.threads import inherited
 
 __all__ = ["Mode", "Task", "OutSpec", "TaskPlan", "TaskFailure", "Arena", "ArenaPool",
            "run_tasks", "run_on_streams", "timing_hooks", "Timing", "FRESH", "ANYWHERE"]
@@ -316,12 +317,14 @@ def timing_hooks(timings: list[Timing]) -> tuple[Callable[[int], None], Callable
 def run_on_streams(tasks: Sequence[Task], plan: TaskPlan, arena: Arena,
                    values: list[Optional[np.ndarray]], given: Optional[dict[int, np.ndarray]],
                    members: Sequence[Sequence[int]], waits: Sequence[Sequence[int]],
-                   workers: Sequence[Any], timings: Optional[list[Timing]] = None) -> None:
+                   workers: Sequence[Any], timings: Optional[list[Timing]] = None,
+                   thread_limit: Optional[int] = None) -> None:
     """Run the tasks split over streams: ``members[0]`` on the calling thread, each
     other ``members[k]`` on ``workers[k - 1]`` (runtime streams); task ``i`` first waits
     for the tasks ``waits[i]`` (events recorded after them on their streams). A failure
     on any stream stops the others and is raised here. ``timings`` collects each task's
-    time from the end of its waits to the end of its kernel."""
+    time from the end of its waits to the end of its kernel; ``thread_limit`` is the
+    run's intra-op limit, held on every stream's thread."""
     done = {j: threading.Event() for wait in waits for j in wait}
     failures: list[BaseException] = []
     timed_before, timed_after = timing_hooks(timings) if timings is not None else (None, None)
@@ -343,8 +346,9 @@ def run_on_streams(tasks: Sequence[Task], plan: TaskPlan, arena: Arena,
 
     def run_share(indices: Sequence[int], finished: threading.Event) -> None:
         try:
-            run_tasks(tasks, plan, arena, values, given, indices, before, after,
-                      releasing=False)
+            with inherited(thread_limit):
+                run_tasks(tasks, plan, arena, values, given, indices, before, after,
+                          releasing=False)
         except _Aborted:
             pass
         except BaseException as error:  # noqa: BLE001 - raised by the calling thread

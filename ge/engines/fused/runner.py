@@ -28,6 +28,7 @@ import numpy as np
 from ge.engines.fused.layout import Layout, classify
 from ge.engines.fused.lowering import constant_value
 from ge.engines.fused.plan import Plan, Stage, value_shapes
+from ge.runtime.threads import current_limit
 
 __all__ = ["CALL_FUNCTIONS", "StageKernels", "FusedKernel", "PARALLEL_MIN_ELEMENTS",
            "BLOCK_ELEMENTS", "write_into"]
@@ -189,11 +190,19 @@ class FusedKernel:
                 values[index] = np.empty(shape, instructions[index].dtype)
             outputs.append(values[index].reshape(-1))
         reads = [np.ravel(values[index]) for index in stage.reads]
-        if kernels.parallel is not None and size >= PARALLEL_MIN_ELEMENTS and self.threads > 1 \
+        limit = current_limit()
+        threads = self.threads if limit is None else min(self.threads, limit)
+        if kernels.parallel is not None and size >= PARALLEL_MIN_ELEMENTS and threads > 1 \
                 and _PARALLEL.acquire(blocking=False):
             try:
-                block = inner or min(BLOCK_ELEMENTS, -(-size // self.threads))
-                kernels.parallel(size, block, *outputs, *reads)
+                block = inner or min(BLOCK_ELEMENTS, -(-size // threads))
+                if threads != self.threads:
+                    _set_numba_threads(threads)
+                try:
+                    kernels.parallel(size, block, *outputs, *reads)
+                finally:
+                    if threads != self.threads:
+                        _set_numba_threads(self.threads)
             finally:
                 _PARALLEL.release()
         else:
@@ -207,3 +216,10 @@ class FusedKernel:
             values[index] = function(operands[0], out=operands[0])
         else:
             values[index] = np.asarray(function(*operands))
+
+
+def _set_numba_threads(count: int) -> None:
+    """numba's thread count for this thread's next parallel loops (a run's limit)."""
+    import numba
+
+    numba.set_num_threads(count)

@@ -1,0 +1,129 @@
+"""Intra-op threads: how many threads one run's kernels may use.
+
+``limited(n)`` holds the limit for the calling thread while a run executes: engines read
+it (``current_limit()``; the fused engine caps its parallel loops with it) and BLAS is
+set to ``n`` threads for the run and set back after. BLAS's thread count is a process
+setting: two sessions with different limits running at once in one process see each
+other's setting.
+
+BLAS is reached through its own C entry points (``openblas_set_num_threads`` and its
+``scipy_openblas`` spelling, the OpenBLAS NumPy's wheels bundle), found among the
+libraries the process has mapped (Linux). Where none is found, ``set_blas_threads``
+says so by returning False and BLAS keeps its own count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import threading
+from collections.abc import Iterator
+from typing import Any, Optional
+
+__all__ = ["limited", "current_limit", "blas_threads", "set_blas_threads", "resolve_threads",
+           "ENVIRONMENT_VARIABLE"]
+
+#: the environment variable a session reads when neither it nor ge.compile got a count
+ENVIRONMENT_VARIABLE = "GE_NUM_THREADS"
+
+_SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
+            "openblas_set_num_threads64_", "openblas_set_num_threads")
+_GETTERS = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
+            "openblas_get_num_threads64_", "openblas_get_num_threads")
+
+_local = threading.local()
+_blas: Optional[tuple[Any, Any]] = None
+_blas_searched = False
+_blas_lock = threading.Lock()
+
+
+def resolve_threads(*choices: Optional[int]) -> Optional[int]:
+    """The first of ``choices`` given, else ``GE_NUM_THREADS``, else None (every core)."""
+    for choice in choices:
+        if choice is not None:
+            return _positive(choice, "threads")
+    value = os.environ.get(ENVIRONMENT_VARIABLE, "").strip()
+    return _positive(int(value), ENVIRONMENT_VARIABLE) if value else None
+
+
+def _positive(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} must be a positive integer, got {value!r}")
+    return value
+
+
+def current_limit() -> Optional[int]:
+    """The thread limit of the run executing on this thread, or None."""
+    return getattr(_local, "limit", None)
+
+
+def _find_blas() -> Optional[tuple[Any, Any]]:
+    global _blas, _blas_searched
+    with _blas_lock:
+        if _blas_searched:
+            return _blas
+        _blas_searched = True
+        try:
+            with open("/proc/self/maps") as maps:
+                paths = sorted({line.split()[-1] for line in maps
+                                if "openblas" in line.lower() and line.split()[-1].startswith("/")})
+        except OSError:
+            return None
+        for path in paths:
+            try:
+                library = ctypes.CDLL(path)
+            except OSError:
+                continue
+            setter = next((getattr(library, n) for n in _SETTERS if hasattr(library, n)), None)
+            getter = next((getattr(library, n) for n in _GETTERS if hasattr(library, n)), None)
+            if setter is not None and getter is not None:
+                setter.argtypes, setter.restype = [ctypes.c_int], None
+                getter.argtypes, getter.restype = [], ctypes.c_int
+                _blas = (setter, getter)
+                break
+        return _blas
+
+
+def blas_threads() -> Optional[int]:
+    """BLAS's thread count, or None when GE cannot reach BLAS."""
+    found = _find_blas()
+    return None if found is None else int(found[1]())
+
+
+def set_blas_threads(count: int) -> bool:
+    """Set BLAS's thread count; False when GE cannot reach BLAS."""
+    found = _find_blas()
+    if found is None:
+        return False
+    found[0](int(count))
+    return True
+
+
+@contextlib.contextmanager
+def limited(count: Optional[int]) -> Iterator[None]:
+    """Run the block with at most ``count`` threads per kernel (None: no limit)."""
+    if count is None:
+        yield
+        return
+    previous = current_limit()
+    _local.limit = count
+    before = blas_threads()
+    changed = before is not None and before != count and set_blas_threads(count)
+    try:
+        yield
+    finally:
+        _local.limit = previous
+        if changed and before is not None:
+            set_blas_threads(before)
+
+
+@contextlib.contextmanager
+def inherited(count: Optional[int]) -> Iterator[None]:
+    """On a worker thread of a run: the run's limit, without touching BLAS again."""
+    previous = current_limit()
+    _local.limit = count
+    try:
+        yield
+    finally:
+        _local.limit = previous
