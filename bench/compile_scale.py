@@ -36,8 +36,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-DOC = ROOT / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- compile-scale:begin -->", "<!-- compile-scale:end -->"
+from bench.report import markers, write_section  # noqa: E402
+
+BEGIN, END = markers("compile-scale")
 
 
 def _model_bytes(kind: str, size: int, folder: str) -> bytes:
@@ -147,15 +148,6 @@ def _flag(row: dict[str, Any]) -> str:
     return " (!)" if abs(row["ort"] / row["ort_alone"] - 1) > 0.10 else ""
 
 
-def write_doc(text: str, path: Path = DOC) -> None:
-    current = path.read_text() if path.exists() else "# Benchmarks\n"
-    if BEGIN in current and END in current:
-        head, rest = current.split(BEGIN, 1)
-        updated = head + text + rest.split(END, 1)[1]
-    else:
-        updated = current.rstrip("\n") + "\n\n" + text + "\n"
-    path.write_text(updated)
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -208,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     ])
     print(text)
     if not args.no_write:
-        write_doc(text)
+        write_section("compile-scale", text)
     return 0
 
 

@@ -35,8 +35,9 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-DOC = ROOT / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- memory:begin -->", "<!-- memory:end -->"
+from bench.report import markers, write_section  # noqa: E402
+
+BEGIN, END = markers("memory")
 MAX_LENGTH = 512
 
 
@@ -190,15 +191,6 @@ def report(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_doc(text: str, path: Path = DOC) -> None:
-    current = path.read_text() if path.exists() else "# Benchmarks\n"
-    if BEGIN in current and END in current:
-        head, rest = current.split(BEGIN, 1)
-        updated = head + text + rest.split(END, 1)[1]
-    else:
-        updated = current.rstrip("\n") + "\n\n" + text + "\n"
-    path.write_text(updated)
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -213,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     text = report(measure(args.quick))
     print(text)
     if not args.no_write:
-        write_doc(text)
+        write_section("memory", text)
     return 0
 
 

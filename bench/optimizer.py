@@ -33,11 +33,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import ge  # noqa: E402
+from bench.report import DOC, markers, write_section  # noqa: E402
 from examples import zoo  # noqa: E402
 from ge import benchmark  # noqa: E402
 
-DOC = ROOT / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- optimizer:begin -->", "<!-- optimizer:end -->"
+BEGIN, END = markers("optimizer")
 GOAL = 0.7
 LEVELS = (0, 1, 2, 3)
 
@@ -160,18 +160,6 @@ def render_markdown(results: list[ModelResult], runs: int) -> str:
     return "\n".join(lines)
 
 
-def write_section(text: str, path: Path = DOC) -> None:
-    """Replace the optimizer section of ``path`` (or append it, creating the file)."""
-    current = path.read_text() if path.exists() else "# Benchmarks\n"
-    if BEGIN in current and END in current:
-        head, rest = current.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1]
-        updated = head + text + tail
-    else:
-        updated = current.rstrip("\n") + "\n\n" + text + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(updated)
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -186,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             results.append(bench_model(name, args.runs, folder))
             print(render_console(results[-1]), flush=True)
     if not args.no_write:
-        write_section(render_markdown(results, args.runs))
+        write_section("optimizer", render_markdown(results, args.runs))
         print(f"wrote the optimizer section of {DOC.relative_to(ROOT)}")
     return 0
 

@@ -20,13 +20,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-
 import ge  # noqa: E402
+from bench.report import markers, write_section  # noqa: E402
 from examples import synthetic  # noqa: E402
 from ge import benchmark  # noqa: E402
 
-DOC = ROOT / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- overhead:begin -->", "<!-- overhead:end -->"
+BEGIN, END = markers("overhead")
 
 
 def main() -> int:
@@ -53,12 +52,7 @@ def main() -> int:
                       ": a chain of 1,000 tiny elementwise ops ([1, 16]) at level 0, one "
                       "step per op, timed by `ge.benchmark` beside onnxruntime. GE's figure "
                       "is its whole run over its steps, kernels included.", "", line, END])
-    current = DOC.read_text()
-    if BEGIN in current and END in current:
-        head, rest = current.split(BEGIN, 1)
-        DOC.write_text(head + text + rest.split(END, 1)[1])
-    else:
-        DOC.write_text(current.rstrip("\n") + "\n\n" + text + "\n")
+    write_section("overhead", text)
     return 0
 
 

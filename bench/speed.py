@@ -25,11 +25,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.report import markers, write_section  # noqa: E402
 from examples import zoo  # noqa: E402
 from ge import benchmark  # noqa: E402
 
-DOC = ROOT / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- speed:begin -->", "<!-- speed:end -->"
+BEGIN, END = markers("speed")
 CONTENDERS = ("ge", "onnxruntime", "torch")
 
 
@@ -104,12 +104,7 @@ def main(argv: list[str] | None = None) -> int:
                      + details + [END])
     print(text)
     if not args.no_write:
-        current = DOC.read_text()
-        if BEGIN in current and END in current:
-            head, rest = current.split(BEGIN, 1)
-            DOC.write_text(head + text + rest.split(END, 1)[1])
-        else:
-            DOC.write_text(current.rstrip("\n") + "\n\n" + text + "\n")
+        write_section("speed", text)
     return 0
 
 

@@ -29,8 +29,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-DOC = ROOT / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- streams:begin -->", "<!-- streams:end -->"
+from bench.report import markers, write_section  # noqa: E402
+
+BEGIN, END = markers("streams")
 
 
 def _op(graph: Any, op_type: str, inputs: list[Any], name: str, **attrs: Any) -> Any:
@@ -144,15 +145,6 @@ def report(runs: list[dict[str, Any]], rounds: int, block: int) -> str:
     return "\n".join(lines)
 
 
-def write_doc(text: str, path: Path = DOC) -> None:
-    current = path.read_text() if path.exists() else "# Benchmarks\n"
-    if BEGIN in current and END in current:
-        head, rest = current.split(BEGIN, 1)
-        updated = head + text + rest.split(END, 1)[1]
-    else:
-        updated = current.rstrip("\n") + "\n\n" + text + "\n"
-    path.write_text(updated)
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -168,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     text = report(runs, args.rounds, args.block)
     print(text)
     if not args.no_write:
-        write_doc(text)
+        write_section("streams", text)
     return 0
 
 

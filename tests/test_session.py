@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
@@ -11,6 +9,7 @@ import ge
 from ge.errors import ExecutionError, GERuntimeError, InputError, UnsupportedOpError
 from ge.ir import TensorDesc
 from ge.ops import create_node
+from tests.concurrency import run_on_threads
 
 
 def two_input_graph(shape_a=(-1, 4), shape_b=(-1, 4)) -> ge.Graph:
@@ -132,24 +131,15 @@ def test_release_plan_frees_each_intermediate_after_its_last_reader():
 
 def test_one_session_serves_many_threads():
     session = ge.Session(ge.compile(two_input_graph()))
-    errors: list[BaseException] = []
 
     def work(seed: int) -> None:
         rng = np.random.default_rng(seed)
-        try:
-            for _ in range(30):
-                a = rng.random((seed + 1, 4), dtype=np.float32)
-                b = rng.random((seed + 1, 4), dtype=np.float32)
-                np.testing.assert_allclose(session.run({"a": a, "b": b})["mul"], a * b)
-        except BaseException as error:  # noqa: BLE001 - reported below
-            errors.append(error)
+        for _ in range(30):
+            a = rng.random((seed + 1, 4), dtype=np.float32)
+            b = rng.random((seed + 1, 4), dtype=np.float32)
+            np.testing.assert_allclose(session.run({"a": a, "b": b})["mul"], a * b)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors
+    run_on_threads(work, 4)
 
 
 def test_finalized_session_refuses_to_run():

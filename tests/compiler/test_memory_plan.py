@@ -11,6 +11,7 @@ from examples import zoo
 from ge.compiler.loader import MAX_PLANS
 from ge.ops import create_node
 from ge.session import ARENAS_KEPT
+from tests.concurrency import run_on_threads
 from tests.tolerance import assert_close, rel_err
 
 
@@ -163,33 +164,20 @@ def test_the_compiler_keeps_the_memory_aware_order_when_it_lowers_the_peak():
 
 
 def test_eight_threads_share_one_session_each_run_in_its_own_arena(exported):
-    import threading
-
     _, path = exported("simple_cnn", False)
     graph = ge.parse_onnx(path)
     session = ge.Session(ge.compile(graph))
     reference = ge.Session(ge.compile(graph, opt_level=0))
     feeds = [zoo.example_feeds("simple_cnn", batch=1 + i % 3, seed=i) for i in range(8)]
     wants = [reference.run(feed) for feed in feeds]
-    errors: list[BaseException] = []
-    start = threading.Barrier(8)
 
     def work(index: int) -> None:
-        try:
-            start.wait(timeout=30)
-            for _ in range(20):
-                got = session.run(feeds[index])
-                for key, want in wants[index].items():
-                    assert_close(got[key], want, accumulate=True)
-        except BaseException as error:  # noqa: BLE001 - reported below
-            errors.append(error)
+        for _ in range(20):
+            got = session.run(feeds[index])
+            for key, want in wants[index].items():
+                assert_close(got[key], want, accumulate=True)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not errors and not any(t.is_alive() for t in threads)
+    run_on_threads(work, 8)
     assert session.idle_arena_bytes <= ARENAS_KEPT * max(
         session._program.plan_for({"input": (b, 3, 32, 32)}).tasks.arena_bytes
         for b in (1, 2, 3))

@@ -11,6 +11,7 @@ import ge
 from ge.compiler.streams import ordering_waits
 from ge.errors import ExecutionError
 from ge.ops import create_node
+from tests.concurrency import run_on_threads
 
 
 def _op(graph, op_type, inputs, name, **attrs):
@@ -111,23 +112,14 @@ def test_a_failure_on_one_stream_is_raised_and_stops_the_run():
 def test_many_threads_share_a_two_stream_session():
     session = ge.Session(ge.compile(towers(), streams=2))
     single = ge.Session(ge.compile(towers(), streams=1))
-    errors: list[BaseException] = []
 
     def work(seed: int) -> None:
         rng = np.random.default_rng(seed)
-        try:
-            for _ in range(10):
-                feed = {"x": rng.standard_normal((32, 128)).astype(np.float32)}
-                np.testing.assert_array_equal(session.run(feed)["y"], single.run(feed)["y"])
-        except BaseException as error:  # noqa: BLE001 - reported below
-            errors.append(error)
+        for _ in range(10):
+            feed = {"x": rng.standard_normal((32, 128)).astype(np.float32)}
+            np.testing.assert_array_equal(session.run(feed)["y"], single.run(feed)["y"])
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert not errors and not any(t.is_alive() for t in threads)
+    run_on_threads(work, 4)
 
 
 def test_streams_must_be_a_positive_count():
