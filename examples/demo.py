@@ -24,6 +24,7 @@ from seed_4_1_simple_graph import build_simple_graph  # noqa: E402
 from seed_4_2_cnn import build_cnn_model  # noqa: E402
 
 import ge  # noqa: E402
+from ge import benchmark  # noqa: E402
 
 
 def time_per_run(session: ge.Session, feed: dict[str, np.ndarray], repeats: int = 10) -> float:
@@ -68,13 +69,17 @@ def onnx_resnet18(directory: str) -> None:
     reference = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
     ours = session.run(feeds)["logits"]
     theirs = reference.run(None, feeds)[0]
-    ge_seconds = time_per_run(session, feeds, repeats=5)
-    ort_seconds = time_per_run_of(lambda: reference.run(None, feeds), repeats=5)
+    # each warmed up alone, then blocks of runs alternating over rounds (ge.benchmark)
+    timed = benchmark.compare({"ge": lambda: session.run(feeds),
+                               "onnxruntime": lambda: reference.run(None, feeds)},
+                              rounds=3, block_seconds=0.3)
     error = float(np.abs(ours - theirs).max())
     histogram = session.executable.engine_histogram()
     engines = ", ".join(f"{k}: {v}" for k, v in sorted(histogram.items()))
-    print(f"GE (opt_level 3; steps per engine {engines}): {ge_seconds * 1e3:.2f} ms per run")
-    print(f"onnxruntime: {ort_seconds * 1e3:.2f} ms per run")
+    print(f"GE (opt_level 3; steps per engine {engines}): {timed.median('ge') * 1e3:.2f} ms "
+          f"per run")
+    print(f"onnxruntime: {timed.median('onnxruntime') * 1e3:.2f} ms per run (GE / onnxruntime "
+          f"{timed.ratio('ge', 'onnxruntime'):.2f}; `ge bench` also times each alone)")
     print(f"max abs error {error:.3g} (output scale {float(np.abs(theirs).max()):.3g}); "
           f"top-1 class GE {int(ours.argmax())}, onnxruntime {int(theirs.argmax())}")
 
