@@ -7,8 +7,10 @@ As in the seed's section 6.1, a feed may also be a device buffer
 ``(pointer, nbytes)`` from ``acl.rt.malloc``; the outputs then come back as
 device buffers ``(pointer, nbytes)`` that the caller frees with ``acl.rt.free``.
 A dimension declared ``-1`` takes its size from the fed array, or, for a device
-buffer, from the byte count. ``run`` is re-entrant: each call has its own
-values, so one session may serve several threads.
+buffer, from the byte count. A run plans memory for its input signature (cached),
+takes an arena from the session's pool and executes the runtime's task list in it;
+``run_async`` queues the same on a stream. ``run`` is re-entrant: each call has its
+own values and arena, so one session may serve several threads.
 """
 
 from __future__ import annotations

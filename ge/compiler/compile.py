@@ -2,10 +2,12 @@
 
 Steps: check the graph; copy it so the user's graph is never changed; run the
 optimization passes of the chosen level on the copy (verifying each one
-numerically when asked); order the nodes; assign each node an engine (the first
-in the preference list that supports it, the NumPy engine as fallback); give
-every value a slot; and work out after which step each slot's last reader has
-run, so a session frees intermediate results as early as possible.
+numerically when asked); order the nodes (a memory-aware order when it lowers the
+estimated peak of live values); assign each node an engine (the first in the
+preference list that supports it, the NumPy engine as fallback); give every value a
+slot and work out after which step each slot's last reader has run; and assign the
+steps to streams with the events between them (``streams.py``). The memory plan is
+made per input signature when a session first runs it (``loader.py``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 An ``Executable`` holds the graph it was compiled from, the ordered steps (one
 per computing node, each naming its engine and the value slots it reads,
-writes and releases), the constant slots, and the graph's inputs and outputs.
+writes and releases), the stream of each step and the events between streams, the
+constant slots, the graph's inputs and outputs, and the memory planner's switches.
 Kernels are not part of it: a session looks them up by op type and engine
 name when it loads the executable.
 """
