@@ -344,6 +344,16 @@ def test_an_nhwc_batch_is_convolved_a_few_samples_at_a_time(
     check("Conv2D", arrays, {"data_format": "NHWC", "groups": groups}, exact=False)
 
 
+@pytest.mark.parametrize("window", WINDOWS[:3], ids=str)
+def test_a_depthwise_convolution_is_done_a_few_rows_at_a_time(
+        monkeypatch: pytest.MonkeyPatch, window: dict[str, Any]) -> None:
+    monkeypatch.setattr(writers.conv, "DEPTHWISE_BLOCK_BYTES", 6 * 4 * 4)  # 1-2 rows a block
+    arrays = conv_inputs("NHWC", "HWIO", 4, 4, 4)
+    check("Conv2D", arrays, {"data_format": "NHWC", "groups": 4, **window}, exact=False)
+    check("FusedConv2D", [*arrays, sample((4,), seed=3)],
+          {"data_format": "NHWC", "groups": 4, "activation": "Relu6", **window}, exact=False)
+
+
 def test_conv2d_float64_with_four_value_windows() -> None:
     arrays = conv_inputs("NCHW", "OIHW", 3, 5, 1, dtype="float64")
     attrs = {"data_format": "NCHW", "strides": [1, 1, 2, 1], "dilations": [1, 1, 1, 2],

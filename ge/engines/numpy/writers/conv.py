@@ -148,21 +148,35 @@ def _grouped_nhwc(windows: np.ndarray, hwio: np.ndarray, out: np.ndarray, groups
                       out=matrix_out[:, group * per_out:(group + 1) * per_out])
 
 
+#: output bytes of one block of rows a depthwise convolution finishes before the next:
+#: its taps' passes then stay in cache instead of streaming the whole output each time
+DEPTHWISE_BLOCK_BYTES = 128 << 10
+
+
 def _depthwise_nhwc(windows: np.ndarray, hwio: np.ndarray, out: np.ndarray,
                     groups: int) -> None:
-    """One multiply-add per tap over all pixels, as the reference: out starts at zero and
-    each tap's products (in one reused scratch array) are added to it."""
+    """One multiply-add per tap, as the reference: each output element starts at zero
+    and the taps' products are added to it in (row, column) order. Done a block of output
+    rows at a time (``DEPTHWISE_BLOCK_BYTES``), so the taps' passes run in cache."""
     n, out_h, out_w = windows.shape[:3]
     kh, kw, _, cout = hwio.shape
     per_out = cout // groups
     taps = hwio.reshape(kh, kw, groups, per_out)
     target = out.reshape(n, out_h, out_w, groups, per_out)
-    target[...] = 0
-    product = np.empty(target.shape, out.dtype)
-    for row in range(kh):
-        for column in range(kw):
-            np.multiply(windows[:, :, :, row, column, :, None], taps[row, column], out=product)
-            np.add(target, product, out=target)
+    row_bytes = out_w * cout * out.dtype.itemsize
+    rows = max(1, min(out_h, DEPTHWISE_BLOCK_BYTES // max(row_bytes, 1)))
+    product = np.empty((rows, out_w, groups, per_out), out.dtype)
+    for sample in range(n):
+        for start in range(0, out_h, rows):
+            stop = min(out_h, start + rows)
+            block = target[sample, start:stop]
+            scratch = product[:stop - start]
+            block[...] = 0
+            for row in range(kh):
+                for column in range(kw):
+                    np.multiply(windows[sample, start:stop, :, row, column, :, None],
+                                taps[row, column], out=scratch)
+                    np.add(block, scratch, out=block)
 
 
 def _add_channels(out: np.ndarray, values: np.ndarray, nchw: bool) -> None:
