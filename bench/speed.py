@@ -25,6 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import numpy as np  # noqa: E402
+
 from bench.report import markers, write_section  # noqa: E402
 from examples import zoo  # noqa: E402
 from ge import benchmark  # noqa: E402
@@ -38,7 +40,10 @@ def measure(name: str, batch: int, folder: str, rounds: int, block_seconds: floa
     path = zoo.export_onnx(name, os.path.join(folder, f"{name}.onnx"), batch=1,
                            dynamic_batch=True)
     feeds = zoo.example_feeds(name, batch=batch)
-    specs = [benchmark.Spec(contender, path, batch, zoo=name) for contender in CONTENDERS]
+    inputs = os.path.join(folder, f"{name}-{batch}.npz")
+    np.savez(inputs, **feeds)  # the same inputs for the runs alone
+    specs = [benchmark.Spec(contender, path, batch, zoo=name, feeds=inputs)
+             for contender in CONTENDERS]
     runs = {}
     for spec in specs:
         if spec.contender == "torch":

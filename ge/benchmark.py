@@ -45,6 +45,7 @@ class Spec:
     batch: int = 1
     zoo: Optional[str] = None  # for "torch": the name of an ``examples.zoo`` model
     opt_level: int = 3
+    feeds: Optional[str] = None  # an .npz of the inputs; default ``feeds_for(model, batch)``
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__)
@@ -234,7 +235,11 @@ def solo(spec: Spec, rounds: int = 5, block_seconds: float = 0.5,
 
 def _solo_main(argv: list[str]) -> int:
     spec = Spec(**json.loads(argv[0]))
-    feeds = feeds_for(spec.model, spec.batch)
+    if spec.feeds is None:
+        feeds = feeds_for(spec.model, spec.batch)
+    else:
+        with np.load(spec.feeds, allow_pickle=False) as archive:
+            feeds = {name: archive[name] for name in archive.files}
     run = runner(spec, feeds)
     result = compare({spec.contender: run}, rounds=int(argv[1]), block_seconds=float(argv[2]))
     print(json.dumps({"seconds": result.median(spec.contender)}))
