@@ -30,6 +30,7 @@ from ge.errors import ExecutionError, GEError, GERuntimeError, InputError
 from ge.ir import Node, TensorDesc
 from ge.ir.tensor import format_shape
 from ge.runtime.acl_rt import stream_of
+from ge.runtime.memory import tune_process_heap
 from ge.runtime.stream import Stream
 from ge.runtime.tasks import (
     Arena,
@@ -59,6 +60,7 @@ class Session:
             self.threads = resolve_threads(threads, executable.options.get("threads"))
         except ValueError as error:
             raise GERuntimeError(str(error)) from None
+        tune_process_heap()  # kernels' temporaries reused by the C heap run after run
         self._program: Optional[Program] = load(executable)
         # one arena per concurrent run, from the runtime's model heap, pooled
         self._arenas = ArenaPool(keep=ARENAS_KEPT)

@@ -1,0 +1,37 @@
+"""Kernels' temporaries are reused by the C heap from run to run, not mapped afresh."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+SCRIPT = """
+import resource, numpy as np, ge
+from ge.ops import create_node
+g = ge.Graph("gelu")
+x = create_node("Data", [], {"shape": [128, 256]}, "x", g)
+w = create_node("Const", [], {"value": ge.Tensor(np.ones((256, 1024), np.float32))}, "w", g)
+b = create_node("Const", [], {"value": ge.Tensor(np.zeros(1024, np.float32))}, "b", g)
+g.set_outputs([create_node("MatMulBiasAdd", [x, w, b], {"activation": "gelu"}, "y", g)])
+session = ge.Session(ge.compile(g, opt_level=0))
+feed = {"x": np.random.default_rng(0).standard_normal((128, 256)).astype(np.float32)}
+for _ in range(5):
+    session.run(feed)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(20):
+    session.run(feed)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 20)
+"""
+
+
+def _faults_per_run(tune: str) -> float:
+    completed = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
+                               check=True, env={**os.environ, "GE_TUNE_HEAP": tune})
+    return float(completed.stdout.strip().splitlines()[-1])
+
+
+def test_steady_runs_fault_in_no_fresh_pages():
+    untuned, tuned = _faults_per_run("0"), _faults_per_run("1")
+    assert untuned > 100  # every temporary over 128 KiB mapped and faulted in again
+    assert tuned < 10
