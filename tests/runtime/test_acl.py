@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import types
 import warnings
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -18,19 +17,8 @@ from ge.errors import (
     OutOfBoundsError,
 )
 from ge.runtime import acl as runtime_acl
-from ge.runtime.device import current_device, device_of_pointer, get_device, set_device
+from ge.runtime.device import current_device, device_of_pointer, get_device
 from tests.examples.test_seed_examples import load_example
-
-
-@pytest.fixture(autouse=True)
-def clean_runtime() -> Iterator[None]:
-    """Each test starts and ends with no acl.init outstanding and cpu:0 current."""
-    yield
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        while acl.init_count():
-            acl.finalize()
-    set_device(0)
 
 
 class DoublingSession:

@@ -7,7 +7,6 @@ the tests has one, so a broken stream fails a test instead of hanging the suite.
 from __future__ import annotations
 
 import threading
-import warnings
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -16,7 +15,6 @@ import pytest
 import acl
 from ge.errors import GERuntimeError, InputError, InvalidPointerError, OutOfBoundsError
 from ge.runtime import stream as streams
-from ge.runtime.device import set_device
 from ge.runtime.stream import Event, Stream
 
 WAIT = 5.0  # seconds: only reached when something is broken
@@ -34,17 +32,6 @@ def new_stream() -> Iterator[Callable[[], Stream]]:
     yield make
     for each in made:
         each.close()
-
-
-@pytest.fixture(autouse=True)
-def clean_runtime() -> Iterator[None]:
-    """Each test ends with no acl.init outstanding (so acl streams are closed), cpu:0 current."""
-    yield
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        while acl.init_count():
-            acl.finalize()
-    set_device(0)
 
 
 def gate_task(gate: threading.Event) -> Callable[[], None]:

@@ -186,6 +186,16 @@ def _add_channels(out: np.ndarray, values: np.ndarray, nchw: bool) -> None:
            out=out)
 
 
+def _convolve_and_add_bias(inputs: Inputs, out: np.ndarray, spec: _Conv,
+                           bias_index: int) -> None:
+    """The product of inputs 0 and 1 into out, then the bias (input ``bias_index``, when
+    present) added in place."""
+    _convolve(_array(inputs, 0), _array(inputs, 1), out, spec)
+    bias = inputs[bias_index] if len(inputs) > bias_index else None
+    if bias is not None:
+        _add_channels(out, bias, spec.nchw)
+
+
 def _conv_factory_checks(node: Node) -> Optional[_Conv]:
     """The node's convolution attributes when its dtypes are covered (float32 and float64,
     which the reference computes in)."""
@@ -202,11 +212,7 @@ def _conv2d(node: Node) -> Optional[WritingKernel]:
         return None
 
     def run(inputs: Inputs, outs: Outs) -> None:
-        out = outs[0]
-        _convolve(_array(inputs, 0), _array(inputs, 1), out, spec)
-        bias = inputs[2] if len(inputs) > 2 else None
-        if bias is not None:
-            _add_channels(out, bias, spec.nchw)
+        _convolve_and_add_bias(inputs, outs[0], spec, 2)
 
     return run
 
@@ -244,11 +250,8 @@ def _fused_conv2d(node: Node) -> Optional[WritingKernel]:
 
     def run(inputs: Inputs, outs: Outs) -> None:
         out = outs[0]
-        _convolve(_array(inputs, 0), _array(inputs, 1), out, spec)
-        bias = inputs[2] if len(inputs) > 2 else None
+        _convolve_and_add_bias(inputs, out, spec, 2)
         residual = inputs[3] if len(inputs) > 3 else None
-        if bias is not None:
-            _add_channels(out, bias, spec.nchw)
         if residual is not None:
             np.add(out, residual, out=out)
         if activation is not None:
@@ -279,10 +282,7 @@ def _conv_bn_relu(node: Node) -> Optional[WritingKernel]:
 
     def run(inputs: Inputs, outs: Outs) -> None:
         out = outs[0]
-        _convolve(_array(inputs, 0), _array(inputs, 1), out, spec)
-        bias = inputs[6] if len(inputs) > 6 else None
-        if bias is not None:
-            _add_channels(out, bias, spec.nchw)
+        _convolve_and_add_bias(inputs, out, spec, 6)
         parameters = [_array(inputs, i) for i in range(2, 6)]
         _batch_norm_into(out, parameters, epsilon, layout, out)
         np.maximum(out, out.dtype.type(0), out=out)
