@@ -284,7 +284,7 @@ class _PreparedRun:
                     given[spec.slot] = self.device_outputs[spec.name][1]
         arena = self.session._arenas.acquire(self.plan.tasks.arena_bytes)
         try:
-            with limited(self.session.threads):
+            with limited(self.session.threads, blas=1 if program.quiet_blas else None):
                 _execute(program, self.plan, arena, values, given,
                          self.session._stream_workers(), timings, self.session.threads)
             results = {spec.name: self.session._result(spec, values[spec.slot],

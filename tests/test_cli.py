@@ -94,7 +94,10 @@ def test_compile_prints_the_report(graph_file, tmp_path, capsys):
     assert "BatchNormFoldingPass" not in out  # a level-2 pass
     lines = out.splitlines()
     total = next(i for i, line in enumerate(lines) if line.startswith("total"))
-    assert lines[total + 1].startswith("schedule: ") and lines[total + 2].startswith("streams: 1")
+    engines = [line for line in lines[total + 1:] if line.startswith("engine ")]
+    assert "engine torch: 1 steps (MatMul 1)" in engines  # which engine runs what
+    after = total + 1 + len(engines)
+    assert lines[after].startswith("schedule: ") and lines[after + 1].startswith("streams: 1")
     assert lines[-1].startswith("memory")
     optimized = tmp_path / "optimized.json"
     assert main(["compile", str(graph_file), "--verify", "-o", str(optimized)]) == 0

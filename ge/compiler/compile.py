@@ -29,7 +29,9 @@ from ge.passes import PassManager, passes_for_level
 
 __all__ = ["compile", "DEFAULT_ENGINES", "DEFAULT_OPT_LEVEL"]
 
-DEFAULT_ENGINES: tuple[str, ...] = ("fused", "numpy")
+#: the preference list when ``engines`` is not given: PyTorch's kernels where they apply
+#: (when PyTorch is installed), numba's fused loops, NumPy for the rest
+DEFAULT_ENGINES: tuple[str, ...] = ("torch", "fused", "numpy")
 DEFAULT_OPT_LEVEL = 3
 
 
@@ -105,6 +107,9 @@ def _compile(graph: Graph, opt_level: int, engines: Optional[Sequence[str]],
         "nodes": len(working),
         "steps": len(executable.steps),
         "engines": executable.engine_histogram(),
+        "engines_by_op": executable.engine_ops(),
+        "engines_unavailable": {e.name: reason for e in chosen
+                                if (reason := e.unavailable_reason()) is not None},
         "passes": [record.as_dict() for record in records],
         "schedule": executable.report.get("schedule", {}),
         "streams": stream_plan.report,

@@ -103,15 +103,35 @@ class Executable:
             counts[step.engine] = counts.get(step.engine, 0) + 1
         return counts
 
+    def engine_ops(self) -> dict[str, dict[str, int]]:
+        """Per engine, how many steps of each op type it runs."""
+        table: dict[str, dict[str, int]] = {}
+        for step in self.steps:
+            mine = table.setdefault(step.engine, {})
+            mine[step.op_type] = mine.get(step.op_type, 0) + 1
+        return table
+
+    def engines_text(self) -> str:
+        """Which engine runs which op types, and the engines asked for that could not run."""
+        lines = []
+        for engine, ops in sorted(self.engine_ops().items(), key=lambda kv: -sum(kv[1].values())):
+            listed = ", ".join(f"{op} {n}" for op, n in sorted(ops.items(), key=lambda kv: -kv[1]))
+            lines.append(f"engine {engine}: {sum(ops.values())} steps ({listed})")
+        for engine, reason in sorted((self.report.get("engines_unavailable") or {}).items()):
+            lines.append(f"engine {engine}: unavailable, {reason}")
+        return "\n".join(lines)
+
     def report_text(self) -> str:
-        """The compile report: per pass its time, nodes before and after, and what it did."""
+        """The compile report: per pass its time, nodes before and after, and what it did;
+        then which engine runs what."""
         from ge.passes.manager import format_report
 
         head = (f"compiled {self.report.get('graph')!r} at opt_level "
                 f"{self.report.get('opt_level')}: {self.report.get('nodes_before')} -> "
                 f"{self.report.get('nodes')} nodes in "
                 f"{self.report.get('compile_seconds', 0.0) * 1e3:.1f} ms")
-        return head + "\n" + format_report(self.report.get("passes", []))
+        return head + "\n" + format_report(self.report.get("passes", [])) + "\n" \
+            + self.engines_text()
 
     def plan_text(self) -> str:
         """How the steps will run: the order chosen, the streams with their events, and

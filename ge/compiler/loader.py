@@ -75,6 +75,10 @@ class Program:
     pinned: frozenset[int]
     #: per stream, its steps in order (one list when everything runs on one stream)
     members: tuple[tuple[int, ...], ...] = ()
+    #: slots whose kernels return memory of their engine's own: planned off the arena
+    outside: frozenset[int] = frozenset()
+    #: some step's engine runs its own thread pool: runs keep BLAS to one thread
+    quiet_blas: bool = False
     _plans: OrderedDict[tuple[tuple[int, ...], ...], BoundPlan] = field(
         default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -105,7 +109,7 @@ class Program:
         """A new plan for feeds of these shapes (``steps``: the executable's, for names)."""
         options = self.executable.memory_options
         descs = concrete_descs(self.executable, shapes)
-        memory = plan_memory(self.uses, descs, set(self.pinned),
+        memory = plan_memory(self.uses, descs, set(self.pinned) | set(self.outside),
                              reuse=options.get("memory_reuse", True),
                              inplace=options.get("inplace", True),
                              streams=self.executable.streams or None)
@@ -169,13 +173,23 @@ def pinned_slots(executable: Executable) -> frozenset[int]:
                      | {spec.slot for spec in executable.outputs} | set(executable.constants))
 
 
+def allocated_slots(executable: Executable) -> frozenset[int]:
+    """The outputs of steps whose engines return memory of their own (off the arena)."""
+    nodes = {node.name: node for node in executable.graph.nodes}
+    return frozenset(slot for step in executable.steps
+                     if get_engine(step.engine).allocates(nodes[step.node])
+                     for slot in step.outputs)
+
+
 def static_plan(executable: Executable) -> tuple[dict[str, tuple[int, ...]], BoundPlan]:
     """The plan for the graph's own (all known) input shapes, made without binding
-    kernels: every step counts as writing into its slot."""
+    kernels: every step counts as writing into its slot, but for the outputs its engine
+    allocates."""
     shapes = {spec.name: tuple(int(d) for d in spec.desc.shape) for spec in executable.inputs}
     uses = step_uses(executable)
     writers = tuple(Task(_no_kernel, _no_writer, u.inputs, u.outputs, ()) for u in uses)
-    program = Program(executable, (), writers, (), uses, pinned_slots(executable))
+    program = Program(executable, (), writers, (), uses, pinned_slots(executable),
+                      outside=allocated_slots(executable))
     return shapes, program.make_plan(shapes, executable.steps)
 
 
@@ -205,13 +219,18 @@ def load(executable: Executable) -> Program:
         gc.collect(1)
     steps = []
     tasks = []
+    outside: set[int] = set()
+    quiet_blas = False
     for step in executable.steps:
         engine = get_engine(step.engine)
         node = nodes[step.node]
-        kernel = engine.bind(node)
-        steps.append(BoundStep(kernel, step.inputs, step.outputs, step.release, node))
-        tasks.append(Task(kernel, engine.bind_writer(node), step.inputs, step.outputs,
+        bound = engine.bind_node(node)
+        steps.append(BoundStep(bound.kernel, step.inputs, step.outputs, step.release, node))
+        tasks.append(Task(bound.kernel, bound.writer, step.inputs, step.outputs,
                           step.release))
+        if bound.allocates:
+            outside.update(step.outputs)
+        quiet_blas = quiet_blas or engine.owns_thread_pool
     template: list[Optional[np.ndarray]] = [None] * executable.num_slots
     for slot, name in executable.constants.items():
         template[slot] = nodes[name].attrs["value"].numpy()
@@ -220,4 +239,5 @@ def load(executable: Executable) -> Program:
         members[executable.streams[index] if executable.streams else 0].append(index)
     return Program(executable, tuple(steps), tuple(tasks), tuple(template),
                    step_uses(executable), pinned_slots(executable),
-                   members=tuple(tuple(m) for m in members))
+                   members=tuple(tuple(m) for m in members), outside=frozenset(outside),
+                   quiet_blas=quiet_blas)

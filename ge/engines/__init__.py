@@ -1,9 +1,12 @@
-"""Kernel libraries. ``numpy`` supports every registry op; others support what they can."""
+"""Kernel libraries. ``numpy`` supports every registry op; others (``torch``, ``fused``)
+support what they can."""
 
 from ge.engines import fused as _fused_engine  # noqa: F401 - registers the engine
 from ge.engines import numpy as _numpy_engine  # noqa: F401 - registers the engine
+from ge.engines import torch as _torch_engine  # noqa: F401 - registers the engine
 from ge.engines.base import (
     BoundKernel,
+    BoundNode,
     Engine,
     WritingKernel,
     available_engines,
@@ -11,5 +14,5 @@ from ge.engines.base import (
     register_engine,
 )
 
-__all__ = ["BoundKernel", "Engine", "WritingKernel", "available_engines", "get_engine",
+__all__ = ["BoundKernel", "BoundNode", "Engine", "WritingKernel", "available_engines", "get_engine",
            "register_engine"]

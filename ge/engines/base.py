@@ -16,13 +16,21 @@ steady-state run allocates no per-op buffers. Its contract:
 - the values written equal what ``bind``'s kernel returns, within the op's tolerance.
 
 A node without a writer runs through ``bind`` and its result is copied into its slot;
-the memory report counts those copies per op type.
+the memory report counts those copies per op type. An engine whose kernels return
+memory of their own (a library with no way to write into given arrays) says so with
+``allocates``: the memory plan then leaves those outputs off the arena, and the report
+counts them as kept outside it.
+
+An engine that runs its kernels on a thread pool of its own sets ``owns_thread_pool``:
+runs that use it keep BLAS to one thread (two pools spinning on the same cores slow
+each other several-fold).
 """
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -31,18 +39,34 @@ from ge.errors import UnsupportedOpError
 from ge.ir import Node
 from ge.ops.registry import Cost, node_cost
 
-__all__ = ["Engine", "BoundKernel", "WritingKernel", "register_engine", "get_engine",
-           "available_engines"]
+__all__ = ["Engine", "BoundKernel", "WritingKernel", "BoundNode", "register_engine",
+           "get_engine", "available_engines"]
 
 BoundKernel = Callable[[Sequence[Optional[np.ndarray]]], list[np.ndarray]]
 #: ``writer(inputs, outs)``: computes the node on ``inputs`` into the arrays ``outs``
 WritingKernel = Callable[[Sequence[Optional[np.ndarray]], Sequence[np.ndarray]], None]
 
 
+@dataclass(frozen=True)
+class BoundNode:
+    """A node's kernels on one engine: the kernel, its writer (or None), and whether the
+    kernel returns memory of its own rather than writing into the arena."""
+
+    kernel: BoundKernel
+    writer: Optional[WritingKernel] = None
+    allocates: bool = False
+
+
 class Engine(abc.ABC):
     """A kernel library."""
 
     name: str = "engine"
+    #: its kernels run on a thread pool of the engine's own (see the module docstring)
+    owns_thread_pool: bool = False
+
+    def unavailable_reason(self) -> Optional[str]:
+        """Why this engine can take no node here (a missing library), or None."""
+        return None
 
     @abc.abstractmethod
     def supports(self, node: Node) -> bool:
@@ -61,6 +85,16 @@ class Engine(abc.ABC):
         engine has none for it (see the module's docstring for the contract)."""
         del node
         return None
+
+    def allocates(self, node: Node) -> bool:
+        """True when ``node``'s kernel returns memory of its own (decided without binding)."""
+        del node
+        return False
+
+    def bind_node(self, node: Node) -> BoundNode:
+        """``bind``, ``bind_writer`` and ``allocates`` together (an engine whose kernels
+        share work, such as packed weights, binds the node once here)."""
+        return BoundNode(self.bind(node), self.bind_writer(node), self.allocates(node))
 
 
 _ENGINES: dict[str, Engine] = {}

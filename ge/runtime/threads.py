@@ -10,6 +10,13 @@ BLAS is reached through its own C entry points (``openblas_set_num_threads`` and
 ``scipy_openblas`` spelling, the OpenBLAS NumPy's wheels bundle), found among the
 libraries the process has mapped (Linux). Where none is found, ``set_blas_threads``
 says so by returning False and BLAS keeps its own count.
+
+An engine with a thread pool of its own (PyTorch's OpenMP pool) registers it with
+``register_pool``: ``limited`` sets it to the run's limit as it does BLAS. A run that
+uses such an engine passes ``blas=1``: BLAS then keeps to one thread for the run, since
+the idle threads of two pools spin on the same cores and slow each other several-fold
+(measured: a ResNet-50 run on oneDNN convolutions took 2.5x longer with OpenBLAS's
+threads spinning beside torch's).
 """
 
 from __future__ import annotations
@@ -18,11 +25,11 @@ import contextlib
 import ctypes
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Optional
 
 __all__ = ["limited", "current_limit", "blas_threads", "set_blas_threads", "resolve_threads",
-           "ENVIRONMENT_VARIABLE"]
+           "register_pool", "ENVIRONMENT_VARIABLE"]
 
 #: the environment variable a session reads when neither it nor ge.compile got a count
 ENVIRONMENT_VARIABLE = "GE_NUM_THREADS"
@@ -36,6 +43,13 @@ _local = threading.local()
 _blas: Optional[tuple[Any, Any]] = None
 _blas_searched = False
 _blas_lock = threading.Lock()
+#: name -> (get the pool's thread count, set it), for engines with pools of their own
+_POOLS: dict[str, tuple[Callable[[], int], Callable[[int], None]]] = {}
+
+
+def register_pool(name: str, get: Callable[[], int], set_count: Callable[[int], None]) -> None:
+    """Let ``limited`` set the thread pool ``name`` (an engine's own) to a run's limit."""
+    _POOLS[name] = (get, set_count)
 
 
 def resolve_threads(*choices: Optional[int]) -> Optional[int]:
@@ -101,21 +115,33 @@ def set_blas_threads(count: int) -> bool:
 
 
 @contextlib.contextmanager
-def limited(count: Optional[int]) -> Iterator[None]:
-    """Run the block with at most ``count`` threads per kernel (None: no limit)."""
-    if count is None:
-        yield
-        return
+def limited(count: Optional[int], blas: Optional[int] = None) -> Iterator[None]:
+    """Run the block with at most ``count`` threads per kernel (None: no limit), and
+    BLAS at ``blas`` threads when given (else at ``count``)."""
     previous = current_limit()
     _local.limit = count
-    before = blas_threads()
-    changed = before is not None and before != count and set_blas_threads(count)
+    restore: list[tuple[Callable[[int], None], int]] = []
+    target = blas if blas is not None else count
+    if target is not None:
+        before = blas_threads()
+        if before is not None and before != target and set_blas_threads(target):
+            restore.append((_set_blas, before))
+    if count is not None:
+        for get, set_count in list(_POOLS.values()):
+            had = get()
+            if had != count:
+                set_count(count)
+                restore.append((set_count, had))
     try:
         yield
     finally:
         _local.limit = previous
-        if changed and before is not None:
-            set_blas_threads(before)
+        for set_count, had in reversed(restore):
+            set_count(had)
+
+
+def _set_blas(count: int) -> None:
+    set_blas_threads(count)
 
 
 @contextlib.contextmanager

@@ -16,10 +16,11 @@ from tests.tolerance import assert_close, rel_err
 
 
 def test_every_zoo_model_plans_within_5_percent_of_its_lower_bound(exported):
+    # on the NumPy engines every value lives in the arena: the planner's whole work
     for name in zoo.MODELS:
         model, path = exported(name, False)
         graph = ge.parse_onnx(path)
-        executable = ge.compile(graph)
+        executable = ge.compile(graph, engines=["fused", "numpy"])
         assert executable.memory == {}  # dynamic batch: planned at the first run
         session = ge.Session(executable)
         feeds = zoo.example_feeds(name, batch=1)
@@ -34,6 +35,25 @@ def test_every_zoo_model_plans_within_5_percent_of_its_lower_bound(exported):
         want = zoo.torch_outputs(model, feeds, name)
         for index, spec in enumerate(executable.outputs):
             assert rel_err(got[spec.name], want[index]) < 1e-4, name
+
+
+def test_the_torch_engine_s_own_outputs_are_planned_and_reported_outside_the_arena(exported):
+    model, path = exported("resnet18", False)
+    executable = ge.compile(ge.parse_onnx(path))
+    feeds = zoo.example_feeds("resnet18", batch=1)
+    got = ge.Session(executable).run(feeds)
+    memory = executable.memory
+    convolutions = sum(count for op, count in executable.report["engines_by_op"]["torch"].items()
+                       if op.endswith("Conv2D"))
+    outside = memory["outside_arena"]
+    assert convolutions > 0
+    assert outside.get("Conv2D", 0) + outside.get("FusedConv2D", 0) == convolutions
+    assert memory["lower_bound_bytes"] <= memory["planned_bytes"]
+    numpy_only = ge.compile(ge.parse_onnx(path), engines=["fused", "numpy"])
+    ge.Session(numpy_only).run(feeds)
+    assert memory["planned_bytes"] < numpy_only.memory["planned_bytes"]
+    want = zoo.torch_outputs(model, feeds, "resnet18")
+    assert rel_err(got[executable.outputs[0].name], want[0]) < 1e-4
 
 
 def test_reuse_and_in_place_change_no_bit_of_the_results(exported):

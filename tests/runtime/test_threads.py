@@ -70,8 +70,29 @@ def test_a_run_holds_the_limit_and_gives_blas_back(where, monkeypatch):
 def test_no_limit_leaves_blas_alone():
     before = threads.blas_threads()
     SEEN.clear()
-    ge.Session(ge.compile(_graph())).run({"x": np.ones((4, 4), np.float32)})
+    ge.Session(ge.compile(_graph(), engines=["numpy"])).run({"x": np.ones((4, 4), np.float32)})
     assert SEEN == [(before, None)]
+
+
+def test_a_run_on_the_torch_engine_keeps_blas_to_one_thread_and_sets_torch_s_pool():
+    import torch
+
+    blas_before, torch_before = threads.blas_threads(), torch.get_num_threads()
+    assert blas_before is not None and blas_before > 1  # two cores here
+    executable = ge.compile(_graph())
+    assert executable.report["engines"]["torch"] == 1  # the product
+    SEEN.clear()
+    ge.Session(executable).run({"x": np.ones((4, 4), np.float32)})
+    assert SEEN == [(1, None)]  # no limit: torch keeps its pool, BLAS goes quiet
+    pools: list[int] = []
+    threads.register_pool("probe", lambda: 7, pools.append)
+    try:
+        SEEN.clear()
+        ge.Session(executable, threads=1).run({"x": np.ones((4, 4), np.float32)})
+    finally:
+        del threads._POOLS["probe"]
+    assert SEEN == [(1, 1)] and pools == [1, 7]  # every pool set to the limit, then back
+    assert threads.blas_threads() == blas_before and torch.get_num_threads() == torch_before
 
 
 def test_a_bad_thread_count_is_refused(monkeypatch):

@@ -1,0 +1,313 @@
+"""Convolutions and pooling on torch's CPU kernels.
+
+``Conv2D`` and ``FusedConv2D`` run as oneDNN's fused convolution
+(``mkldnn::_convolution_pointwise``): the filter is packed once per input shape into
+the blocked format the kernel reads (packing at bind time for a shape not yet seen
+would pick a format the run-time kernel does not use, and every call would reorder the
+filter again); the bias, the residual add and the activation run inside the kernel as
+post-ops. NHWC activations are handed over as channels-last NCHW views (no copy), and
+oneDNN answers channels-last, which is NHWC again. Asymmetric padding (TensorFlow's
+SAME with an odd total) pads the input first.
+
+Pooling (``MaxPool``, ``AvgPool``, ``GlobalAveragePool``) runs torch's channels-last
+kernels. Both families return memory torch allocated (oneDNN has no ``out=`` form):
+their outputs are planned outside the arena.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Optional
+
+import numpy as np
+
+from ge.engines.torch._base import (
+    Binding,
+    array,
+    const_array,
+    float32_node,
+    is_const,
+    rank,
+    register,
+    tensor,
+)
+from ge.ir import Format, Node
+from ge.ops.nn import resolve_window
+from ge.ops.nn_window import Window, plan_axis
+
+__all__: list[str] = []
+
+#: FusedConv2D's activations as oneDNN post-ops: (name, scalars) from the node's attributes
+_POST_OPS = {
+    "": lambda attrs: ("none", []),
+    "Relu": lambda attrs: ("relu", []),
+    "Relu6": lambda attrs: ("hardtanh", [0.0, 6.0]),
+    "Clip": lambda attrs: ("hardtanh", [float(attrs["clip_min"]), float(attrs["clip_max"])]),
+    "LeakyRelu": lambda attrs: ("leaky_relu", [float(attrs["alpha"])]),
+    "Sigmoid": lambda attrs: ("sigmoid", []),
+    "Tanh": lambda attrs: ("tanh", []),
+    "HardSwish": lambda attrs: ("hardswish", []),
+}
+
+
+def _filter_oihw(node: Node) -> Optional[np.ndarray]:
+    weights = const_array(node, 1)
+    if weights is None or weights.ndim != 4:
+        return None
+    layout = node.attrs["data_format"]
+    chosen = node.attrs.get("filter_format") or ("OIHW" if layout is Format.NCHW else "HWIO")
+    return weights if chosen == "OIHW" else weights.transpose(3, 2, 0, 1)
+
+
+def _check_conv(node: Node) -> bool:
+    if not float32_node(node, (0,)) or rank(node, 0) != 4:
+        return False
+    if node.attrs["data_format"] not in (Format.NHWC, Format.NCHW):
+        return False
+    if not is_const(node, 1) or rank(node, 1) != 4 or (
+            len(node.inputs) > 2 and node.inputs[2] is not None and not is_const(node, 2)):
+        return False
+    activation = node.attrs.get("activation", "")
+    if activation not in _POST_OPS:
+        return False
+    if activation == "Clip" and (node.attrs.get("clip_min") is None
+                                 or node.attrs.get("clip_max") is None):
+        return False
+    try:
+        resolve_window(node.attrs)
+    except ValueError:
+        return False
+    return True
+
+
+class _Packed:
+    """The filter packed for one input shape, with the padding that shape needs."""
+
+    __slots__ = ("weight", "padding", "pre_pad")
+
+    def __init__(self, weight: Any, padding: list[int], pre_pad: Optional[list[int]]) -> None:
+        self.weight = weight
+        self.padding = padding
+        self.pre_pad = pre_pad  # torch F.pad order: [left, right, top, bottom]
+
+
+def _paddings(window: Window, height: int, width: int, kh: int, kw: int
+              ) -> tuple[list[int], Optional[list[int]]]:
+    """(symmetric padding for the kernel, padding to apply first or None)."""
+    rows, cols = plan_axis(window, 0, height, kh), plan_axis(window, 1, width, kw)
+    if rows.pad_begin == rows.pad_end and cols.pad_begin == cols.pad_end:
+        return [rows.pad_begin, cols.pad_begin], None
+    return [0, 0], [cols.pad_begin, cols.pad_end, rows.pad_begin, rows.pad_end]
+
+
+def _bind_conv(node: Node) -> Binding:
+    import torch
+
+    oihw = _filter_oihw(node)
+    assert oihw is not None
+    weight = torch.from_numpy(np.array(oihw, dtype=np.float32, order="C"))
+    bias_array = const_array(node, 2)
+    bias = None if bias_array is None else torch.from_numpy(
+        np.array(bias_array, dtype=np.float32, order="C"))
+    window = resolve_window(node.attrs)
+    strides, dilations = list(window.strides), list(window.dilations)
+    groups = int(node.attrs["groups"])
+    kh, kw = int(oihw.shape[2]), int(oihw.shape[3])
+    post_op, scalars = _POST_OPS[node.attrs.get("activation", "")](node.attrs)
+    has_residual = len(node.inputs) > 3 and node.inputs[3] is not None
+    # with a residual, oneDNN fuses only ReLU after the sum: others run in place after
+    fused_after_sum = post_op if post_op in ("none", "relu") else "none"
+    after = None if fused_after_sum == post_op else _in_place(post_op, scalars)
+    nhwc = node.attrs["data_format"] is Format.NHWC
+    packed: dict[tuple[int, ...], _Packed] = {}
+    convolution = torch.ops.mkldnn._convolution_pointwise.default
+    with_residual = torch.ops.mkldnn._convolution_pointwise.binary
+    pad = torch.nn.functional.pad
+
+    def pack(x: Any) -> _Packed:
+        shape = tuple(x.shape)
+        padding, pre_pad = _paddings(window, shape[2], shape[3], kh, kw)
+        if pre_pad is not None:
+            shape = (shape[0], shape[1], shape[2] + pre_pad[2] + pre_pad[3],
+                     shape[3] + pre_pad[0] + pre_pad[1])
+        weight_packed = torch._C._nn.mkldnn_reorder_conv2d_weight(
+            weight.to_mkldnn(), padding, strides, dilations, groups,  # type: ignore[call-arg]
+            list(shape))
+        entry = _Packed(weight_packed, padding, pre_pad)
+        packed[tuple(x.shape)] = entry
+        return entry
+
+    def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
+        source = inputs[0]
+        assert source is not None
+        x = tensor(source)
+        if nhwc:
+            x = x.permute(0, 3, 1, 2)
+        entry = packed.get(tuple(x.shape)) or pack(x)
+        if entry.pre_pad is not None:
+            x = pad(x, entry.pre_pad)
+            if nhwc:
+                x = x.contiguous(memory_format=torch.channels_last)
+        if has_residual:
+            residual = inputs[3]
+            assert residual is not None
+            other = tensor(residual)
+            if nhwc:
+                other = other.permute(0, 3, 1, 2)
+            y = with_residual(x, other, entry.weight, bias, entry.padding, strides, dilations,
+                              groups, "add", None,
+                              None if fused_after_sum == "none" else fused_after_sum, [], None)
+            if after is not None:
+                after(y)
+        else:
+            y = convolution(x, entry.weight, bias, entry.padding, strides, dilations, groups,
+                            post_op, scalars, None)
+        if nhwc:
+            y = y.permute(0, 2, 3, 1)
+            if not y.is_contiguous():
+                y = y.contiguous()
+        elif not y.is_contiguous():
+            y = y.contiguous()
+        return [array(y)]
+
+    return Binding(kernel, None, allocates=True)
+
+
+def _in_place(post_op: str, scalars: list[float]) -> Any:
+    """The activation ``post_op`` applied in place on a torch tensor."""
+    import torch
+
+    functional = torch.nn.functional
+    if post_op == "hardtanh":
+        low, high = scalars
+        return lambda t: t.clamp_(low, high)
+    if post_op == "leaky_relu":
+        return lambda t: functional.leaky_relu_(t, scalars[0])
+    if post_op == "sigmoid":
+        return torch.sigmoid_
+    if post_op == "tanh":
+        return torch.tanh_
+    if post_op == "hardswish":
+        return lambda t: functional.hardswish(t, inplace=True)
+    raise ValueError(f"no in-place form of {post_op}")
+
+
+register(("Conv2D", "FusedConv2D"), _check_conv, _bind_conv, allocates=True)
+
+
+# -- pooling ----------------------------------------------------------------------------
+
+def _ksize(node: Node) -> tuple[int, int]:
+    values = list(node.attrs["ksize"])
+    if len(values) == 2:
+        return int(values[0]), int(values[1])
+    if node.attrs["data_format"] is Format.NCHW:
+        return int(values[2]), int(values[3])
+    return int(values[1]), int(values[2])
+
+
+def _check_pool(node: Node) -> bool:
+    if not float32_node(node) or rank(node, 0) != 4:
+        return False
+    if node.attrs["data_format"] not in (Format.NHWC, Format.NCHW):
+        return False
+    try:
+        window = resolve_window(node.attrs, node.attrs.get("ceil_mode", False))
+        _ksize(node)
+    except (ValueError, KeyError):
+        return False
+    if node.op_type == "AvgPool" and window.dilations != (1, 1):
+        return False
+    return True
+
+
+def _bind_pool(node: Node) -> Binding:
+    import torch
+
+    functional = torch.nn.functional
+    window = resolve_window(node.attrs, node.attrs.get("ceil_mode", False))
+    kh, kw = _ksize(node)
+    strides, dilations = list(window.strides), list(window.dilations)
+    nhwc = node.attrs["data_format"] is Format.NHWC
+    is_max = node.op_type == "MaxPool"
+    include_pad = bool(node.attrs.get("count_include_pad", False))
+    plans: dict[tuple[int, ...], tuple[list[int], Optional[list[int]]]] = {}
+
+    def plan(shape: tuple[int, ...]) -> tuple[list[int], Optional[list[int]]]:
+        rows = plan_axis(window, 0, shape[2], kh)
+        cols = plan_axis(window, 1, shape[3], kw)
+        symmetric = (rows.pad_begin == rows.pad_end and cols.pad_begin == cols.pad_end
+                     and not rows.overhang and not cols.overhang
+                     and 2 * rows.pad_begin <= kh and 2 * cols.pad_begin <= kw)
+        if symmetric:
+            chosen: tuple[list[int], Optional[list[int]]] = ([rows.pad_begin, cols.pad_begin],
+                                                             None)
+        else:
+            chosen = ([0, 0], [cols.pad_begin, cols.pad_end + cols.overhang,
+                               rows.pad_begin, rows.pad_end + rows.overhang])
+        plans[shape] = chosen
+        return chosen
+
+    def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
+        source = inputs[0]
+        assert source is not None
+        x = tensor(source)
+        if nhwc:
+            x = x.permute(0, 3, 1, 2)
+        padding, pre_pad = plans.get(tuple(x.shape)) or plan(tuple(x.shape))
+        if pre_pad is not None:
+            x = functional.pad(x, pre_pad, value=float("-inf") if is_max else 0.0)
+        if is_max:
+            y = functional.max_pool2d(x, (kh, kw), strides, padding, dilations)
+        else:
+            y = functional.avg_pool2d(x, (kh, kw), strides, padding,
+                                      count_include_pad=include_pad)
+        y = y.permute(0, 2, 3, 1) if nhwc else y
+        return [array(y.contiguous())]
+
+    return Binding(kernel, None, allocates=True)
+
+
+def _check_avg_pool(node: Node) -> bool:
+    """Only padding the kernel itself takes: padding applied first would count in every
+    divisor, and a ceil-mode overhang never counts."""
+    if not _check_pool(node) or node.attrs.get("ceil_mode", False):
+        return False
+    window = resolve_window(node.attrs)
+    if window.padding == "VALID":
+        return True
+    if window.padding != "EXPLICIT":
+        return False
+    top, bottom, left, right = window.pads
+    kh, kw = _ksize(node)
+    return top == bottom and left == right and 2 * top <= kh and 2 * left <= kw
+
+
+register(("MaxPool",), _check_pool, _bind_pool, allocates=True)
+register(("AvgPool",), _check_avg_pool, _bind_pool, allocates=True)
+
+
+def _check_global_pool(node: Node) -> bool:
+    return (float32_node(node) and rank(node, 0) == 4
+            and node.attrs["data_format"] in (Format.NHWC, Format.NCHW))
+
+
+def _bind_global_pool(node: Node) -> Binding:
+    import torch
+
+    axes = (1, 2) if node.attrs["data_format"] is Format.NHWC else (2, 3)
+
+    def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
+        source = inputs[0]
+        assert source is not None
+        torch.mean(tensor(source), axes, keepdim=True, out=tensor(outs[0]))
+
+    def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
+        source = inputs[0]
+        assert source is not None
+        return [array(torch.mean(tensor(source), axes, keepdim=True))]
+
+    return Binding(kernel, writer)
+
+
+register(("GlobalAveragePool",), _check_global_pool, _bind_global_pool)

@@ -1,0 +1,1 @@
+"""Elementwise ops on torch: see the engine's docstring."""

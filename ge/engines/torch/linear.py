@@ -1,0 +1,210 @@
+"""Matrix products and transposes on torch: MKL's GEMM written straight into the arena.
+
+``MatMul``, ``Gemm`` and ``MatMulBiasAdd`` call torch's ``out=`` forms (``mm``,
+``addmm``, ``matmul``), so the product lands in the slot the memory plan gave it. A
+constant operand (a layer's weight) is laid out once at bind time as the contiguous
+``[K, N]`` matrix the GEMM reads fastest; a product over a transposed view of it would
+be up to 2x slower. ``MatMulBiasAdd``'s activation runs in place on the product.
+``Transpose`` is one strided copy into the output slot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from ge.engines.torch._base import (
+    Binding,
+    array,
+    const_array,
+    float32_node,
+    rank,
+    register,
+    tensor,
+)
+from ge.ir import Node
+
+__all__: list[str] = []
+
+Writer = Callable[[Sequence[Optional[np.ndarray]], Sequence[np.ndarray]], None]
+
+
+def _with_kernel(writer: Writer, node: Node) -> Binding:
+    """A binding whose kernel runs ``writer`` into fresh arrays of the output's dtype."""
+    dtype = node.outputs[0].dtype.np_dtype
+
+    def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
+        shape = _output_shape(node, inputs)
+        out = np.empty(shape, dtype)
+        writer(inputs, [out])
+        return [out]
+
+    return Binding(kernel, writer)
+
+
+def _output_shape(node: Node, inputs: Sequence[Optional[np.ndarray]]) -> tuple[int, ...]:
+    a, b = inputs[0], inputs[1]
+    assert a is not None and b is not None
+    if node.op_type == "Gemm":
+        rows = a.shape[1] if node.attrs["transA"] else a.shape[0]
+        cols = b.shape[0] if node.attrs["transB"] else b.shape[1]
+        return (rows, cols)
+    a_shape, b_shape = list(a.shape), list(b.shape)
+    if node.attrs.get("transpose_a") and len(a_shape) >= 2:
+        a_shape[-2:] = a_shape[-1], a_shape[-2]
+    if node.attrs.get("transpose_b") and len(b_shape) >= 2:
+        b_shape[-2:] = b_shape[-1], b_shape[-2]
+    return _broadcast_matmul_shape(a_shape, b_shape)
+
+
+def _broadcast_matmul_shape(a: list[int], b: list[int]) -> tuple[int, ...]:
+    if len(a) == 1 and len(b) == 1:
+        return ()
+    if len(a) == 1:
+        return tuple(b[:-2]) + (b[-1],)
+    if len(b) == 1:
+        return tuple(a[:-1])
+    batch = np.broadcast_shapes(tuple(a[:-2]), tuple(b[:-2]))
+    return tuple(batch) + (a[-2], b[-1])
+
+
+def _operand(node: Node, index: int, transpose: bool) -> Optional[Any]:
+    """A constant operand as a torch tensor laid out for the product, or None."""
+    import torch
+
+    value = const_array(node, index)
+    if value is None:
+        return None
+    if transpose and value.ndim >= 2:
+        value = np.swapaxes(value, -1, -2)
+    return torch.from_numpy(np.array(value, dtype=np.float32, order="C"))
+
+
+def _check_matmul(node: Node) -> bool:
+    if not float32_node(node):
+        return False
+    # a 1-D operand drops an axis torch's ``out=`` form would resize the output for
+    return min(rank(node, 0), rank(node, 1)) >= 2
+
+
+def _side(node: Node, index: int, transpose: bool) -> Callable[[np.ndarray], Any]:
+    """A function giving operand ``index`` as a torch tensor for the product."""
+    constant = _operand(node, index, transpose)
+    if constant is not None:
+        return lambda _array: constant
+    if transpose:
+        return lambda given: tensor(given).transpose(-1, -2)
+    return tensor
+
+
+def _bind_matmul(node: Node) -> Binding:
+    import torch
+
+    left = _side(node, 0, bool(node.attrs.get("transpose_a")))
+    right = _side(node, 1, bool(node.attrs.get("transpose_b")))
+    activation = node.attrs.get("activation", "none") if node.op_type == "MatMulBiasAdd" \
+        else "none"
+    bias = _operand(node, 2, False) if node.op_type == "MatMulBiasAdd" else None
+    bias_given = node.op_type == "MatMulBiasAdd" and bias is None
+    finish = _in_place_activation(activation)
+    matmul, addmm = torch.matmul, torch.addmm
+
+    def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
+        a_array, b_array = inputs[0], inputs[1]
+        assert a_array is not None and b_array is not None
+        a, b = left(a_array), right(b_array)
+        out = tensor(outs[0])
+        row_bias = tensor(inputs[2]) if bias_given else bias  # type: ignore[arg-type]
+        if row_bias is not None and b.dim() == 2 and a.dim() >= 2 and a.is_contiguous():
+            # [..., K] @ [K, N] + bias as one GEMM over the flattened rows
+            addmm(row_bias, a.reshape(-1, a.shape[-1]), b, out=out.view(-1, out.shape[-1]))
+        else:
+            matmul(a, b, out=out)
+            if row_bias is not None:
+                out += row_bias
+        if finish is not None:
+            finish(out)
+
+    return _with_kernel(writer, node)
+
+
+def _in_place_activation(name: str) -> Optional[Callable[[Any], Any]]:
+    import torch
+
+    if name == "relu":
+        return torch.relu_
+    if name == "gelu":
+        return lambda t: torch.ops.aten.gelu_(t, approximate="none")
+    if name == "gelu_tanh":
+        return lambda t: torch.ops.aten.gelu_(t, approximate="tanh")
+    return None
+
+
+def _check_matmul_bias_add(node: Node) -> bool:
+    return _check_matmul(node) and node.attrs.get("activation", "none") in (
+        "none", "relu", "gelu", "gelu_tanh") and len(node.inputs) > 2 \
+        and node.inputs[2] is not None and rank(node, 2) == 1
+
+
+register(("MatMul",), _check_matmul, _bind_matmul)
+register(("MatMulBiasAdd",), _check_matmul_bias_add, _bind_matmul)
+
+
+def _check_gemm(node: Node) -> bool:
+    return float32_node(node) and rank(node, 0) == 2 and rank(node, 1) == 2
+
+
+def _bind_gemm(node: Node) -> Binding:
+    import torch
+
+    alpha, beta = float(node.attrs["alpha"]), float(node.attrs["beta"])
+    left = _side(node, 0, bool(node.attrs["transA"]))
+    right = _side(node, 1, bool(node.attrs["transB"]))
+    has_c = len(node.inputs) > 2 and node.inputs[2] is not None
+    c_constant = _operand(node, 2, False) if has_c else None
+
+    def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
+        a_array, b_array = inputs[0], inputs[1]
+        assert a_array is not None and b_array is not None
+        a, b = left(a_array), right(b_array)
+        out = tensor(outs[0])
+        if has_c and beta != 0.0:
+            c = c_constant if c_constant is not None else tensor(inputs[2])  # type: ignore
+            torch.addmm(c, a, b, beta=beta, alpha=alpha, out=out)
+        else:
+            torch.mm(a, b, out=out)
+            if alpha != 1.0:
+                out *= alpha
+
+    return _with_kernel(writer, node)
+
+
+register(("Gemm",), _check_gemm, _bind_gemm)
+
+
+def _check_transpose(node: Node) -> bool:
+    return node.outputs[0].dtype.np_dtype in (np.float32, np.float64, np.int64, np.int32) \
+        and node.attrs.get("perm") is not None
+
+
+def _bind_transpose(node: Node) -> Binding:
+    import torch
+
+    perm = [int(p) for p in node.attrs["perm"]]
+
+    def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
+        source = inputs[0]
+        assert source is not None
+        tensor(outs[0]).copy_(tensor(source).permute(perm))
+
+    def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
+        source = inputs[0]
+        assert source is not None
+        return [array(tensor(source).permute(perm).clone(memory_format=torch.contiguous_format))]
+
+    return Binding(kernel, writer)
+
+
+register(("Transpose",), _check_transpose, _bind_transpose)

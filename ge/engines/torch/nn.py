@@ -1,0 +1,1 @@
+"""Normalization, softmax and other NN ops on torch: see the engine's docstring."""
