@@ -117,9 +117,14 @@ def _bind_matmul(node: Node) -> Binding:
         a, b = left(a_array), right(b_array)
         out = tensor(outs[0])
         row_bias = tensor(inputs[2]) if bias_given else bias  # type: ignore[arg-type]
-        if row_bias is not None and b.dim() == 2 and a.dim() >= 2 and a.is_contiguous():
-            # [..., K] @ [K, N] + bias as one GEMM over the flattened rows
-            addmm(row_bias, a.reshape(-1, a.shape[-1]), b, out=out.view(-1, out.shape[-1]))
+        if row_bias is not None and b.dim() == 2 and a.dim() >= 2 \
+                and out.shape[:-1] == a.shape[:-1]:
+            # [..., K] @ [K, N] + bias as one GEMM over the flattened rows (a strided input,
+            # such as attention's heads put back side by side, is gathered first: the GEMM
+            # reads it many times)
+            rows = a.reshape(-1, a.shape[-1]) if a.is_contiguous() \
+                else a.contiguous().view(-1, a.shape[-1])
+            addmm(row_bias, rows, b, out=out.view(-1, out.shape[-1]))
         else:
             matmul(a, b, out=out)
             if row_bias is not None:
