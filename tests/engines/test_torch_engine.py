@@ -183,6 +183,25 @@ def test_global_average_pool(layout):
     check_on_torch("GlobalAveragePool", [_f32(2, 7, 7, 16)], {"data_format": layout})
 
 
+CONV_TRANSPOSE_CASES = [
+    ({"strides": [2, 2]}, 1),
+    ({"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]}, 1),
+    ({"strides": [2, 2], "auto_pad": "SAME_UPPER"}, 1),
+    ({"strides": [3, 2], "output_shape": [20, 15]}, 1),
+    ({"strides": [1, 1], "dilations": [2, 2], "pads": [0, 1, 2, 0]}, 1),
+    ({"strides": [2, 2], "pads": [1, 1, 1, 1]}, 4),
+]
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("case", CONV_TRANSPOSE_CASES, ids=str)
+def test_conv_transpose(case, bias):
+    attrs, group = case
+    x, weights = _f32(2, 8, 6, 7), _f32(8, 12 // group, 3, 3)
+    arrays = [x, weights, _f32(12) if bias else None]
+    check_on_torch("ConvTranspose", arrays, {**attrs, "group": group}, const=(1, 2))
+
+
 MATMUL_CASES = [((4, 8), (8, 5)), ((2, 3, 4, 8), (8, 6)), ((3, 4, 8), (3, 8, 6)),
                 ((2, 1, 4, 8), (3, 8, 2)), ((1, 8), (8, 1))]
 

@@ -9,9 +9,10 @@ post-ops. NHWC activations are handed over as channels-last NCHW views (no copy)
 oneDNN answers channels-last, which is NHWC again. Asymmetric padding (TensorFlow's
 SAME with an odd total) pads the input first.
 
-Pooling (``MaxPool``, ``AvgPool``, ``GlobalAveragePool``) runs torch's channels-last
-kernels. Both families return memory torch allocated (oneDNN has no ``out=`` form):
-their outputs are planned outside the arena.
+Pooling (``MaxPool``, ``AvgPool``) runs torch's channels-last kernels. Both families
+return memory torch allocated (oneDNN has no ``out=`` form): their outputs are planned
+outside the arena. ``GlobalAveragePool`` and ONNX's ``ConvTranspose`` (torch's full
+transposed convolution, cropped or padded as ONNX's geometry says) write into the arena.
 """
 
 from __future__ import annotations
@@ -311,3 +312,75 @@ def _bind_global_pool(node: Node) -> Binding:
 
 
 register(("GlobalAveragePool",), _check_global_pool, _bind_global_pool)
+
+
+# -- transposed convolution --------------------------------------------------------------
+
+def _check_conv_transpose(node: Node) -> bool:
+    if not float32_node(node) or rank(node, 0) != 4 or not is_const(node, 1):
+        return False
+    if len(node.inputs) > 2 and node.inputs[2] is not None and not is_const(node, 2):
+        return False
+    kernel = node.attrs.get("kernel_shape")
+    weights = node.inputs[1]
+    return weights is not None and (kernel is None or list(kernel) == list(weights.shape[2:]))
+
+
+def _bind_conv_transpose(node: Node) -> Binding:
+    """ONNX's ConvTranspose: torch's full transposed convolution, then the cropping (or
+    zero padding) ONNX's pads, output padding or output shape ask for, then the bias."""
+    import torch
+
+    from ge.ops.nn_transpose import transpose_geometry
+
+    weights = const_array(node, 1)
+    assert weights is not None
+    weight = torch.from_numpy(np.array(weights, dtype=np.float32, order="C"))
+    bias_array = const_array(node, 2)
+    bias = None if bias_array is None else torch.from_numpy(
+        np.array(bias_array, dtype=np.float32).reshape(1, -1, 1, 1))
+    attrs = dict(node.attrs)
+    strides = list(attrs.get("strides") or [1, 1])
+    dilations = list(attrs.get("dilations") or [1, 1])
+    groups = int(attrs["group"])
+    kernel = [int(k) for k in weights.shape[2:]]
+    crops: dict[tuple[int, ...], tuple[list[int], list[int]]] = {}
+    transposed = torch.nn.functional.conv_transpose2d
+    pad = torch.nn.functional.pad
+
+    def geometry(shape: tuple[int, ...]) -> tuple[list[int], list[int]]:
+        sizes = list(shape[2:])
+        outputs, begins = transpose_geometry(attrs, sizes, kernel)
+        full = [s * (n - 1) + d * (k - 1) + 1
+                for n, k, s, d in zip(sizes, kernel, strides, dilations)]
+        # F.pad order: last axis first; negative entries crop
+        widths = [-begins[1], outputs[1] + begins[1] - full[1],
+                  -begins[0], outputs[0] + begins[0] - full[0]]
+        crops[shape] = (widths, outputs)
+        return widths, outputs
+
+    def compute(source: np.ndarray) -> Any:
+        widths, _ = crops.get(source.shape) or geometry(source.shape)
+        y = transposed(tensor(source), weight, None, strides, 0, 0, groups, dilations)
+        return pad(y, widths) if any(widths) else y
+
+    def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
+        source = inputs[0]
+        assert source is not None
+        out = tensor(outs[0])
+        out.copy_(compute(source))
+        if bias is not None:
+            out += bias
+
+    def kernel_fn(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
+        source = inputs[0]
+        assert source is not None
+        y = compute(source).contiguous()
+        if bias is not None:
+            y = y + bias
+        return [array(y.contiguous())]
+
+    return Binding(kernel_fn, writer)
+
+
+register(("ConvTranspose",), _check_conv_transpose, _bind_conv_transpose)
