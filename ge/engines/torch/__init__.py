@@ -41,7 +41,7 @@ def _load_families() -> None:
     """Import the op families (each registers its ops; none imports torch at import)."""
     global _FAMILIES_LOADED
     if not _FAMILIES_LOADED:
-        from ge.engines.torch import conv, elementwise, linear, nn  # noqa: F401 - registers
+        from ge.engines.torch import conv, elementwise, linear, nn, rnn  # noqa: F401 - registers
         _FAMILIES_LOADED = True
 
 

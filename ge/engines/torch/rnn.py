@@ -1,0 +1,1 @@
+"""Recurrent cells on torch: see the engine's docstring."""
