@@ -17,8 +17,9 @@ Two kinds of binding:
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, Union
 
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = ["Binding", "Entry", "register", "entry_of", "registered_op_types", "available",
-           "tensor", "array", "const_array", "is_const", "rank", "FLOAT32", "float32_node"]
+           "tensor", "array", "const_array", "is_const", "rank", "one_thread", "FLOAT32",
+           "float32_node"]
 
 #: the dtype the engine computes in; other dtypes run on the NumPy engine
 FLOAT32 = DataType.DT_FLOAT
@@ -93,6 +95,22 @@ def float32_node(node: Node, inputs: Sequence[int] = ()) -> bool:
     values = [node.inputs[i] for i in inputs] if inputs else list(node.inputs)
     return (all(v.dtype is FLOAT32 for v in node.outputs)
             and all(v is None or v.dtype is FLOAT32 for v in values))
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Run the block on one of torch's threads: for kernels too small for the pool's
+    fork and join to pay (restored after, whatever the run's limit was)."""
+    import torch
+
+    before = torch.get_num_threads()
+    if before != 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if before != 1:
+            torch.set_num_threads(before)
 
 
 def tensor(a: np.ndarray) -> "torch.Tensor":
