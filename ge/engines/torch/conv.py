@@ -81,32 +81,15 @@ def _check_conv(node: Node) -> bool:
     return True
 
 
-#: a 1x1 convolution (stride 1, NHWC) of at most this many multiply-adds per run is one
-#: GEMM over the pixels (MKL): oneDNN's convolution costs about 30 us per call before it
-#: computes anything, which dominates small layers (MobileNetV2's late 1x1 layers)
-GEMM_MAX_MACS = 24_000_000
-#: ... and only with at least this many input channels (a GEMM with a short inner
-#: dimension is slower than oneDNN's kernel)
-GEMM_MIN_CHANNELS = 32
-#: a convolution of at most this many multiply-adds per run computes on one thread: the
-#: fork and join of the pool cost more than they save on it
-SERIAL_MAX_MACS = 1_500_000
-
-
 class _Packed:
-    """How one input shape runs: the filter packed for oneDNN, with the padding that
-    shape needs, or the filter as a GEMM's ``[Cin, Cout]`` matrix; and on how many
-    threads (None: the run's)."""
+    """The filter packed for one input shape, with the padding that shape needs."""
 
-    __slots__ = ("weight", "padding", "pre_pad", "matrix", "threads")
+    __slots__ = ("weight", "padding", "pre_pad")
 
-    def __init__(self, weight: Any, padding: list[int], pre_pad: Optional[list[int]],
-                 matrix: Any = None, threads: Optional[int] = None) -> None:
+    def __init__(self, weight: Any, padding: list[int], pre_pad: Optional[list[int]]) -> None:
         self.weight = weight
         self.padding = padding
         self.pre_pad = pre_pad  # torch F.pad order: [left, right, top, bottom]
-        self.matrix = matrix
-        self.threads = threads
 
 
 def _paddings(window: Window, height: int, width: int, kh: int, kw: int
@@ -142,61 +125,18 @@ def _bind_conv(node: Node) -> Binding:
     with_residual = torch.ops.mkldnn._convolution_pointwise.binary
     pad = torch.nn.functional.pad
 
-    pointwise = (kh == kw == 1 and strides == [1, 1] and groups == 1 and nhwc
-                 and not any(window.pads) and window.padding != "SAME"
-                 and oihw.shape[1] >= GEMM_MIN_CHANNELS)
-    matrix = torch.from_numpy(np.array(oihw.reshape(oihw.shape[0], -1).T, dtype=np.float32,
-                                       order="C")) if pointwise else None
-    cout, per_group = int(oihw.shape[0]), int(oihw.shape[1])
-    in_place = None if post_op == "none" else _in_place(post_op, scalars)
-
-    get_threads, set_threads = torch.get_num_threads, torch.set_num_threads
-
-    def pack_for_onednn(x: Any) -> _Packed:
-        padding, pre_pad = _paddings(window, x.shape[2], x.shape[3], kh, kw)
-        weight_packed = torch._C._nn.mkldnn_reorder_conv2d_weight(
-            weight.to_mkldnn(), padding, strides, dilations, groups,  # type: ignore[call-arg]
-            list(x.shape))
-        entry = _Packed(weight_packed, padding, pre_pad)
-        packed[tuple(x.shape)] = entry
-        return entry
-
     def pack(x: Any) -> _Packed:
         shape = tuple(x.shape)
         padding, pre_pad = _paddings(window, shape[2], shape[3], kh, kw)
-        rows = plan_axis(window, 0, shape[2], kh).output
-        cols = plan_axis(window, 1, shape[3], kw).output
-        macs = shape[0] * rows * cols * cout * per_group * kh * kw
-        threads = 1 if macs <= SERIAL_MAX_MACS else None
-        if matrix is not None and macs <= GEMM_MAX_MACS:
-            entry = _Packed(None, padding, None, matrix, threads)
-            packed[tuple(x.shape)] = entry
-            return entry
         if pre_pad is not None:
             shape = (shape[0], shape[1], shape[2] + pre_pad[2] + pre_pad[3],
                      shape[3] + pre_pad[0] + pre_pad[1])
         weight_packed = torch._C._nn.mkldnn_reorder_conv2d_weight(
             weight.to_mkldnn(), padding, strides, dilations, groups,  # type: ignore[call-arg]
             list(shape))
-        entry = _Packed(weight_packed, padding, pre_pad, None, threads)
+        entry = _Packed(weight_packed, padding, pre_pad)
         packed[tuple(x.shape)] = entry
         return entry
-
-    def gemm(source: np.ndarray, residual: Optional[np.ndarray], entry: _Packed
-             ) -> list[np.ndarray]:
-        rows = source.reshape(-1, source.shape[-1])
-        out = torch.empty((rows.shape[0], cout), dtype=torch.float32)
-        if residual is not None:
-            torch.addmm(tensor(residual).view(-1, cout), tensor(rows), entry.matrix, out=out)
-            if bias is not None:
-                out += bias
-        elif bias is not None:
-            torch.addmm(bias, tensor(rows), entry.matrix, out=out)
-        else:
-            torch.mm(tensor(rows), entry.matrix, out=out)
-        if in_place is not None:
-            in_place(out)
-        return [array(out).reshape(*source.shape[:-1], cout)]
 
     def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
         source = inputs[0]
@@ -205,22 +145,6 @@ def _bind_conv(node: Node) -> Binding:
         if nhwc:
             x = x.permute(0, 3, 1, 2)
         entry = packed.get(tuple(x.shape)) or pack(x)
-        if entry.threads is None:
-            return compute(x, source, inputs, entry)
-        before = get_threads()
-        set_threads(entry.threads)
-        try:
-            return compute(x, source, inputs, entry)
-        finally:
-            set_threads(before)
-
-    def compute(x: Any, source: np.ndarray, inputs: Sequence[Optional[np.ndarray]],
-                entry: _Packed) -> list[np.ndarray]:
-        if entry.matrix is not None and source.flags.c_contiguous:
-            return gemm(source, inputs[3] if has_residual else None, entry)
-        if entry.weight is None:  # a strided input to the GEMM path: pack for oneDNN
-            del packed[tuple(x.shape)]
-            entry = pack_for_onednn(x)
         if entry.pre_pad is not None:
             x = pad(x, entry.pre_pad)
             if nhwc:
@@ -255,8 +179,6 @@ def _in_place(post_op: str, scalars: list[float]) -> Any:
     import torch
 
     functional = torch.nn.functional
-    if post_op == "relu":
-        return torch.relu_
     if post_op == "hardtanh":
         low, high = scalars
         return lambda t: t.clamp_(low, high)
