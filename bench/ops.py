@@ -15,6 +15,7 @@ within 1e-4 of the output's scale, else the case is reported wrong and not timed
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import tempfile
 import time
@@ -194,8 +195,9 @@ def run(cases: Sequence[Case], rounds: int, block_seconds: float) -> list[dict[s
             engines = ", ".join(sorted(executable.report["engines"]))
             row: dict[str, Any] = {"case": case.name, "error": error, "engines": engines}
             if error <= 1e-4:
-                result = benchmark.compare({"ge": lambda: session.run(feeds),
-                                            "onnxruntime": lambda: ort.run(None, feeds)},
+                result = benchmark.compare({"ge": functools.partial(session.run, feeds),
+                                            "onnxruntime": functools.partial(ort.run, None,
+                                                                             feeds)},
                                            rounds=rounds, block_seconds=block_seconds,
                                            settle=0.05)
                 row.update(ge=result.median("ge"), ort=result.median("onnxruntime"),
