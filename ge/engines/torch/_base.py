@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, Union
@@ -32,8 +33,8 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = ["Binding", "Entry", "register", "entry_of", "registered_op_types", "available",
-           "tensor", "array", "const_array", "is_const", "rank", "one_thread", "FLOAT32",
-           "float32_node"]
+           "tensor", "array", "const_array", "const_tensor", "is_const", "rank", "one_thread",
+           "FLOAT32", "float32_node"]
 
 #: the dtype the engine computes in; other dtypes run on the NumPy engine
 FLOAT32 = DataType.DT_FLOAT
@@ -121,6 +122,19 @@ def tensor(a: np.ndarray) -> "torch.Tensor":
     if not a.flags.writeable or any(step < 0 for step in a.strides):
         a = np.array(a)
     return torch.from_numpy(a)
+
+
+def const_tensor(value: np.ndarray) -> "torch.Tensor":
+    """A constant (a layer's weight) as a C-contiguous float32 tensor, sharing its memory
+    when it already is one (weights are read-only: torch's warning about that is
+    silenced, since no kernel writes into them), else a laid-out copy."""
+    import torch
+
+    if value.dtype != np.float32 or not value.flags.c_contiguous:
+        return torch.from_numpy(np.array(value, dtype=np.float32, order="C"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.from_numpy(value)
 
 
 def array(t: "torch.Tensor") -> np.ndarray:

@@ -26,6 +26,7 @@ from ge.engines.torch._base import (
     Binding,
     array,
     const_array,
+    const_tensor,
     float32_node,
     is_const,
     rank,
@@ -106,10 +107,8 @@ def _bind_conv(node: Node) -> Binding:
 
     oihw = _filter_oihw(node)
     assert oihw is not None
-    weight = torch.from_numpy(np.array(oihw, dtype=np.float32, order="C"))
     bias_array = const_array(node, 2)
-    bias = None if bias_array is None else torch.from_numpy(
-        np.array(bias_array, dtype=np.float32, order="C"))
+    bias = None if bias_array is None else const_tensor(bias_array)
     window = resolve_window(node.attrs)
     strides, dilations = list(window.strides), list(window.dilations)
     groups = int(node.attrs["groups"])
@@ -131,9 +130,11 @@ def _bind_conv(node: Node) -> Binding:
         if pre_pad is not None:
             shape = (shape[0], shape[1], shape[2] + pre_pad[2] + pre_pad[3],
                      shape[3] + pre_pad[0] + pre_pad[1])
+        # the dense OIHW filter is made for the packing only: the constant's own bytes
+        # stay the one plain copy
         weight_packed = torch._C._nn.mkldnn_reorder_conv2d_weight(
-            weight.to_mkldnn(), padding, strides, dilations, groups,  # type: ignore[call-arg]
-            list(shape))
+            const_tensor(oihw).to_mkldnn(), padding, strides, dilations,
+            groups, list(shape))  # type: ignore[call-arg]
         entry = _Packed(weight_packed, padding, pre_pad)
         packed[tuple(x.shape)] = entry
         return entry
@@ -335,10 +336,9 @@ def _bind_conv_transpose(node: Node) -> Binding:
 
     weights = const_array(node, 1)
     assert weights is not None
-    weight = torch.from_numpy(np.array(weights, dtype=np.float32, order="C"))
+    weight = const_tensor(weights)
     bias_array = const_array(node, 2)
-    bias = None if bias_array is None else torch.from_numpy(
-        np.array(bias_array, dtype=np.float32).reshape(1, -1, 1, 1))
+    bias = None if bias_array is None else const_tensor(bias_array).reshape(1, -1, 1, 1)
     attrs = dict(node.attrs)
     strides = list(attrs.get("strides") or [1, 1])
     dilations = list(attrs.get("dilations") or [1, 1])

@@ -19,6 +19,7 @@ from ge.engines.torch._base import (
     Binding,
     array,
     const_array,
+    const_tensor,
     float32_node,
     rank,
     register,
@@ -72,14 +73,13 @@ def _broadcast_matmul_shape(a: list[int], b: list[int]) -> tuple[int, ...]:
 
 def _operand(node: Node, index: int, transpose: bool) -> Optional[Any]:
     """A constant operand as a torch tensor laid out for the product, or None."""
-    import torch
 
     value = const_array(node, index)
     if value is None:
         return None
     if transpose and value.ndim >= 2:
         value = np.swapaxes(value, -1, -2)
-    return torch.from_numpy(np.array(value, dtype=np.float32, order="C"))
+    return const_tensor(value)
 
 
 def _check_matmul(node: Node) -> bool:
