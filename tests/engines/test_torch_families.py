@@ -475,6 +475,37 @@ def test_resize_by_gathers_is_exact(attrs: dict[str, Any], scales: list[float]) 
     np.testing.assert_array_equal(ENGINE.bind_node(node).kernel(arrays)[0], expected)
 
 
+@pytest.mark.parametrize("attrs,shape,scales,repeats", [
+    ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
+      "nearest_mode": "floor"}, (2, 3, 5, 6), [1, 1, 2, 2], True),
+    ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
+      "nearest_mode": "floor"}, (2, 5, 6, 3), [1, 3, 2, 1], True),  # NHWC, mixed ratios
+    ({"mode": "nearest"}, (2, 3, 5, 6), [1, 1, 2, 2], True),  # half_pixel, round down
+    ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
+      "nearest_mode": "ceil"}, (2, 3, 5, 6), [1, 1, 2, 2], False),  # shifted: not a repeat
+    ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
+      "nearest_mode": "floor"}, (2, 3, 5, 6), [1, 1, 1.5, 2], False)], ids=str)
+def test_a_nearest_resize_that_repeats_cells_is_one_copy(attrs, shape, scales, repeats):
+    arrays = [sample(shape), None, np.array(scales, np.float32)]
+    node = node_for("Resize", arrays, attrs, const=[2])
+    expected = run_kernel(get_schema("Resize"), "op", arrays, dict(node.attrs))[0]
+    bound = ENGINE.bind_node(node)
+    np.testing.assert_array_equal(bound.kernel(arrays)[0], expected)
+    out = garbage(expected.shape, expected.dtype, 0xFF)
+    assert bound.writer is not None
+    bound.writer(arrays, [out])
+    np.testing.assert_array_equal(out, expected)
+    x = arrays[0]
+    out_shape = tuple(int(np.floor(s * n)) for s, n in zip(scales, x.shape))
+    plan = nn._repeat_views(x.shape, list(out_shape), [a for a in range(4) if scales[a] != 1],
+                            {a: nn._nearest(nn._source_positions(
+                                attrs.get("coordinate_transformation_mode", "half_pixel"),
+                                out_shape[a], x.shape[a], float(scales[a])),
+                                attrs.get("nearest_mode", "round_prefer_floor"), x.shape[a])
+                             for a in range(4) if scales[a] != 1})
+    assert (plan is not None) == repeats
+
+
 @pytest.mark.parametrize("mapping,out_shape,fast", [
     ("half_pixel", [2, 3, 10, 12], True), ("half_pixel", [2, 3, 10, 24], True),
     ("half_pixel", [2, 3, 2, 24], False),

@@ -233,6 +233,7 @@ def _bind_pool(node: Node) -> Binding:
     nhwc = node.attrs["data_format"] is Format.NHWC
     is_max = node.op_type == "MaxPool"
     include_pad = bool(node.attrs.get("count_include_pad", False))
+    channels_last = torch.channels_last
     plans: dict[tuple[int, ...], tuple[list[int], Optional[list[int]]]] = {}
 
     def plan(shape: tuple[int, ...]) -> tuple[list[int], Optional[list[int]]]:
@@ -254,11 +255,14 @@ def _bind_pool(node: Node) -> Binding:
         source = inputs[0]
         assert source is not None
         x = tensor(source)
-        if nhwc:
-            x = x.permute(0, 3, 1, 2)
+        # torch's NCHW pooling kernels are up to 10x slower than its channels-last ones
+        # (a 5x5 max pool over 128x40x40: 6 ms against 0.5 ms): NCHW data is laid out
+        # channels-last first
+        x = x.permute(0, 3, 1, 2) if nhwc else x.contiguous(memory_format=channels_last)
         padding, pre_pad = plans.get(tuple(x.shape)) or plan(tuple(x.shape))
         if pre_pad is not None:
             x = functional.pad(x, pre_pad, value=float("-inf") if is_max else 0.0)
+            x = x.contiguous(memory_format=channels_last)
         if is_max:
             y = functional.max_pool2d(x, (kh, kw), strides, padding, dilations)
         else:

@@ -19,7 +19,9 @@
   rounding) and linear mode (the same mappings; no antialias, no
   ``exclude_outside``), with constant scales or sizes and the ``stretch`` policy. The
   source positions are computed as the reference does, in float64, once per input
-  shape; nearest gathers with ``index_select`` along each resized axis; linear gathers
+  shape; nearest gathers with ``index_select`` along each resized axis (or, when it
+  repeats every cell a whole number of times, as a 2x upsampling does, is one
+  broadcasting copy); linear gathers
   the two taps and sums them with the reference's float32 weights, which gives its
   results exactly. A 4-D linear resize of the two spatial axes (NCHW or NHWC) whose
   source step is a power of two (2x upsampling, and its like), where torch's float32
@@ -438,15 +440,43 @@ def _is_power_of_two(value: float) -> bool:
 
 class _ResizePlan:
     """How one input shape is resized: the output shape, and either one bilinear
-    upsampling call (``fast``) or the gathers per resized axis (``steps``)."""
+    upsampling call (``fast``), one broadcasting copy for a nearest resize that repeats
+    every cell a whole number of times (``repeat``: the output's view with each resized
+    axis split in two, and the input's view with a unit axis after each), or the gathers
+    per resized axis (``steps``)."""
 
-    __slots__ = ("shape", "steps", "fast")
+    __slots__ = ("shape", "steps", "fast", "repeat")
 
     def __init__(self, shape: tuple[int, ...], steps: list[tuple[Any, ...]],
-                 fast: Optional[tuple[Any, ...]]) -> None:
+                 fast: Optional[tuple[Any, ...]],
+                 repeat: Optional[tuple[tuple[int, ...], tuple[int, ...]]] = None) -> None:
         self.shape = shape
         self.steps = steps
         self.fast = fast
+        self.repeat = repeat
+
+
+def _repeat_views(shape: tuple[int, ...], out_shape: list[int], resized: list[int],
+                  indices: dict[int, np.ndarray]
+                  ) -> Optional[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """The views of a nearest resize that is a whole-number repeat of every cell (each
+    axis's gather indices are ``arange(out) // r``), or None."""
+    target: list[int] = []
+    source: list[int] = []
+    for axis, size in enumerate(shape):
+        if axis not in indices:
+            target.append(size)
+            source.append(size)
+            continue
+        out_size = out_shape[axis]
+        if size == 0 or out_size % size:
+            return None
+        ratio = out_size // size
+        if not np.array_equal(indices[axis], np.arange(out_size) // ratio):
+            return None
+        target += [size, ratio]
+        source += [size, 1]
+    return tuple(target), tuple(source)
 
 
 def _bilinear_fast_path(node: Node, in_shape: tuple[int, ...], out_shape: list[int],
@@ -512,11 +542,13 @@ def _bind_resize(node: Node) -> Binding:
         fast = _bilinear_fast_path(node, shape, out_shape, factors, resized) \
             if linear and resized else None
         steps: list[tuple[Any, ...]] = []
+        gathers: dict[int, np.ndarray] = {}
         for axis in resized if fast is None else []:
             in_size, out_size = shape[axis], out_shape[axis]
             position = _source_positions(mapping, out_size, in_size, factors[axis])
             if not linear:
-                steps.append((axis, torch.from_numpy(_nearest(position, rounding, in_size))))
+                gathers[axis] = _nearest(position, rounding, in_size)
+                steps.append((axis, torch.from_numpy(gathers[axis])))
                 continue
             base = np.floor(position)
             taps = []
@@ -527,7 +559,9 @@ def _bind_resize(node: Node) -> Binding:
                 index = np.clip(where, 0, in_size - 1).astype(np.int64)
                 taps.append((torch.from_numpy(index), torch.from_numpy(weight)))
             steps.append((axis, *taps[0], *taps[1]))
-        entry = _ResizePlan(tuple(out_shape), steps, fast)
+        repeat = _repeat_views(shape, out_shape, resized, gathers) \
+            if gathers and len(gathers) == len(resized) else None
+        entry = _ResizePlan(tuple(out_shape), steps, fast, repeat)
         plans[shape] = entry
         return entry
 
@@ -539,6 +573,10 @@ def _bind_resize(node: Node) -> Binding:
             assert source is not None
             entry = plans.get(source.shape) or plan(source.shape)
             x, out = source_of(source), target_of(outs[0])
+            if entry.repeat is not None:
+                split, spread = entry.repeat
+                out.view(split).copy_(x.view(spread).expand(split))
+                return
             if entry.fast is not None:
                 nhwc, size, align, (scale_h, scale_w) = entry.fast
                 if nhwc:
