@@ -48,9 +48,12 @@ def check(op_type: str, arrays: Sequence[Optional[np.ndarray]],
           accumulate: bool = False, atol: Optional[float] = None,
           outputs: Optional[int] = None) -> Node:
     """The torch engine takes the node; its kernel and writer give what the reference
-    kernel gives (the first ``outputs`` outputs), into garbage and, for INPLACE ops,
-    into input 0's own buffer; the inputs are left alone."""
+    kernel gives (the first ``outputs`` outputs, made graph outputs, so read), into
+    garbage and, for INPLACE ops, into input 0's own buffer; the inputs are left alone."""
     node = node_for(op_type, arrays, attrs, const)
+    if outputs is not None:
+        assert node.graph is not None
+        node.graph.set_outputs(list(node.outputs[:outputs]))
     assert ENGINE.supports(node), f"{op_type} {attrs} declined"
     bound = ENGINE.bind_node(node)
     assert bound.writer is not None and not bound.allocates
@@ -367,6 +370,19 @@ def test_attention_with_a_mask(boolean: bool, mask_shape: tuple[int, ...],
                                const: tuple[int, ...]) -> None:
     arrays = attention_inputs() + [random_mask(mask_shape, boolean)]
     check("Attention", arrays, {}, const=const, accumulate=True, outputs=3)
+
+
+def test_attention_leaves_the_present_key_and_value_unwritten_when_nobody_reads_them(
+        ) -> None:
+    arrays = attention_inputs()
+    node = node_for("Attention", arrays, {})  # no output is read
+    expected = run_kernel(get_schema("Attention"), "op", arrays, dict(node.attrs))
+    outs = [garbage(e.shape, e.dtype, 0xFF) for e in expected]
+    bound = ENGINE.bind_node(node)
+    assert bound.writer is not None
+    bound.writer(list(arrays), outs)
+    assert_close(outs[0], expected[0], accumulate=True)
+    assert np.isnan(outs[1]).all() and np.isnan(outs[2]).all()  # not copied: unread
 
 
 @pytest.mark.parametrize("masked", [False, True])

@@ -275,6 +275,9 @@ def _bind_attention(node: Node) -> Binding:
     boolean_mask = _present(node, 3) and _value(node, 3).dtype is DataType.DT_BOOL
     attention = torch.nn.functional.scaled_dot_product_attention
     pad, cat = torch.nn.functional.pad, torch.cat
+    # the writer may leave an output nobody reads unwritten (a kernel's fresh arrays too)
+    keys_read = len(node.outputs) > 1 and _used(node, 1)
+    values_read = len(node.outputs) > 2 and _used(node, 2)
 
     def heads_first(x: Any, heads: Any) -> Any:
         return x.unflatten(2, (heads, -1)).transpose(1, 2) if flat else x
@@ -288,14 +291,16 @@ def _bind_attention(node: Node) -> Binding:
             q = heads_first(q_of(inputs[0]), q_heads)
             k = heads_first(k_of(inputs[1]), kv_heads)
             v = heads_first(v_of(inputs[2]), kv_heads)
-            present_key, present_value = key_of(outs[1]), value_of(outs[2])
             if cached:
+                present_key, present_value = key_of(outs[1]), value_of(outs[2])
                 cat([past_k_of(inputs[4]), k], 2, out=present_key)
                 cat([past_v_of(inputs[5]), v], 2, out=present_value)
                 k, v = present_key, present_value
-            else:
-                present_key.copy_(k)
-                present_value.copy_(v)
+            else:  # the present key and value are the inputs: copied only when read
+                if keys_read:
+                    key_of(outs[1]).copy_(k)
+                if values_read:
+                    value_of(outs[2]).copy_(v)
             mask = None
             if mask_from is not None:
                 mask = mask_from(inputs)
