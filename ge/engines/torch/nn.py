@@ -23,9 +23,11 @@
   repeats every cell a whole number of times, as a 2x upsampling does, is one
   broadcasting copy); linear gathers
   the two taps and sums them with the reference's float32 weights, which gives its
-  results exactly. A 4-D linear resize of the two spatial axes (NCHW or NHWC) whose
-  source step is a power of two (2x upsampling, and its like), where torch's float32
-  positions are exact, runs as one ``upsample_bilinear2d`` instead.
+  results exactly. A 4-D linear resize of two neighbouring axes (the spatial axes of
+  NCHW or NHWC data) in the half-pixel or align-corners mappings runs as one
+  ``upsample_bilinear2d`` instead: torch computes the source positions in float32
+  where the reference uses float64, so it agrees within float32's tolerance (exactly
+  where the source step is a power of two).
 - ``Cast`` between float32 and float16, int32, int64 and bool (and into float32 from
   the narrower integers): one ``copy_``, which truncates floats toward zero as
   ``Cast`` does (NaN, infinities and out-of-range values into an integer type are
@@ -487,7 +489,8 @@ def _repeat_views(shape: tuple[int, ...], out_shape: list[int], resized: list[in
 def _bilinear_fast_path(node: Node, in_shape: tuple[int, ...], out_shape: list[int],
                         factors: list[float], resized: list[int]) -> Optional[tuple[Any, ...]]:
     """(nhwc, output size, align_corners, scales) when torch's bilinear kernel computes
-    exactly the reference's positions for this shape, else None."""
+    the reference's positions for this shape (in float32 where the reference uses
+    float64: within float32's tolerance, not bit for bit), else None."""
     if len(in_shape) != 4:
         return None
     if set(resized) <= {2, 3}:
@@ -505,15 +508,11 @@ def _bilinear_fast_path(node: Node, in_shape: tuple[int, ...], out_shape: list[i
         if axis not in resized:
             scales.append(1.0)
             continue
-        if mapping == "align_corners":
-            if factor * in_size != out_size or out_size < 2 or \
-                    not _is_power_of_two((in_size - 1) / (out_size - 1)):
-                return None
-            scales.append(None)
-        else:
-            if out_size < 2 or not _is_power_of_two(1.0 / factor):
-                return None
-            scales.append(factor)
+        if out_size < 2 or in_size < 1:  # pytorch_half_pixel maps a single cell to 0
+            return None
+        if mapping == "align_corners" and factor * in_size != out_size:
+            return None  # ONNX's align_corners divides by the fractional output length
+        scales.append(None if mapping == "align_corners" else factor)
     size = [out_shape[axis] for axis in spatial]
     return nhwc, size, mapping == "align_corners", scales
 
