@@ -70,7 +70,8 @@ class Result:
 
 
 def machine() -> dict[str, Any]:
-    """CPU model, cores, NumPy's BLAS and the environment variables that steer it."""
+    """CPU model, cores, NumPy's BLAS and the environment variables that steer it, and
+    the PyTorch version the torch engine runs on (None without PyTorch)."""
     model = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as cpuinfo:
@@ -90,8 +91,15 @@ def machine() -> dict[str, Any]:
     settings = {name: os.environ[name] for name in (
         "OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
         "GE_NUM_THREADS") if name in os.environ}
+    try:  # the torch engine's library, named without importing it
+        from importlib.metadata import PackageNotFoundError, version
+
+        torch_version: Optional[str] = version("torch")
+    except PackageNotFoundError:
+        torch_version = None
     return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version(),
-            "numpy": np.__version__, "blas": blas, "blas_settings": settings}
+            "numpy": np.__version__, "blas": blas, "blas_settings": settings,
+            "torch": torch_version}
 
 
 def matmul_peak_gflops(size: int = 1024, seconds: float = 0.5) -> float:

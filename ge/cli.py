@@ -234,8 +234,10 @@ def _cmd_bench(args: argparse.Namespace) -> None:
     info = benchmark.machine()
     peak = benchmark.matmul_peak_gflops()
     settings = ", ".join(f"{k}={v}" for k, v in info["blas_settings"].items()) or "defaults"
+    engine = f"torch engine on PyTorch {info['torch']}" if info["torch"] else \
+        "no PyTorch: no torch engine"
     print(f"{info['cpu']}, {info['cores']} cores, {info['blas']} ({settings}); NumPy float32 "
-          f"matmul peak {peak:.0f} GFLOP/s")
+          f"matmul peak {peak:.0f} GFLOP/s; {engine}")
     for batch in args.batch:
         feeds = benchmark.feeds_for(args.model, batch)
         specs = [benchmark.Spec(name, args.model, batch, opt_level=args.opt_level)

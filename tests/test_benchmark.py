@@ -48,6 +48,9 @@ def test_feeds_follow_the_model_inputs(onnx_file):
 def test_machine_names_the_cpu_and_blas_and_measures_a_peak():
     info = benchmark.machine()
     assert info["cores"] >= 1 and info["cpu"] and info["blas"]
+    import torch
+
+    assert info["torch"] == torch.__version__.split("+")[0] or info["torch"] == torch.__version__
     assert benchmark.matmul_peak_gflops(size=128, seconds=0.05) > 0
 
 
