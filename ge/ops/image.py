@@ -30,7 +30,8 @@ from ge.ops.registry import (
 )
 from ge.ops.shape_utils import dims_equal, normalize_axes
 
-__all__ = ["linear_filter", "cubic_filter", "resize_plan", "AXIS_MAPPINGS"]
+__all__ = ["linear_filter", "cubic_filter", "resize_plan", "source_positions", "nearest_index",
+           "AXIS_MAPPINGS"]
 
 AXIS_MAPPINGS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
                  "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize")
@@ -157,9 +158,10 @@ def _infer_resize(ctx: InferenceContext) -> Sequence[TensorDesc]:
 
 # -- Resize: one axis -------------------------------------------------------------------
 
-def _source_positions(mapping: str, out_size: int, in_size: int, scale: float,
+def source_positions(mapping: str, out_size: int, in_size: int, scale: float,
                       roi: tuple[float, float]) -> np.ndarray:
-    """Where each output index of one axis samples the input (fractional index)."""
+    """Where each output index of one axis samples the input (fractional index, in
+    float64: ONNX's coordinate transformation ``mapping``)."""
     y = np.arange(out_size, dtype=np.float64)
     length = scale * in_size  # the fractional output length
     if mapping == "half_pixel":
@@ -181,7 +183,9 @@ def _source_positions(mapping: str, out_size: int, in_size: int, scale: float,
     return y * (end - start) * (in_size - 1) / (length - 1) + start * (in_size - 1)
 
 
-def _nearest_index(position: np.ndarray, rounding: str) -> np.ndarray:
+def nearest_index(position: np.ndarray, rounding: str) -> np.ndarray:
+    """The input index a nearest resize reads at each ``position`` (``nearest_mode``
+    ``rounding``), unclipped."""
     if rounding == "round_prefer_floor":
         return np.ceil(position - 0.5)
     if rounding == "round_prefer_ceil":
@@ -213,9 +217,9 @@ def _resize_axis(data: np.ndarray, axis: int, out_size: int, scale: float,
                  roi: tuple[float, float], attrs: dict) -> np.ndarray:
     in_size = data.shape[axis]
     mapping = attrs["coordinate_transformation_mode"]
-    position = _source_positions(mapping, out_size, in_size, scale, roi)
+    position = source_positions(mapping, out_size, in_size, scale, roi)
     if attrs["mode"] == "nearest":
-        index = np.clip(_nearest_index(position, attrs["nearest_mode"]), 0, in_size - 1)
+        index = np.clip(nearest_index(position, attrs["nearest_mode"]), 0, in_size - 1)
         result = np.take(data, index.astype(np.intp), axis=axis)
     else:
         indices, weights = _taps(position, scale, in_size, attrs["mode"], attrs["cubic_coeff_a"],

@@ -62,6 +62,7 @@ from ge.engines.torch._base import (
 )
 from ge.engines.torch.elementwise import Fresh, make_binding, remembering
 from ge.ir import DataType, Node, Value
+from ge.ops.image import nearest_index, source_positions
 from ge.ops.registry import has_op
 from ge.ops.shape_utils import normalize_axes, normalize_axis
 
@@ -411,38 +412,15 @@ def _resized_axes(node: Node) -> list[int]:
     return normalize_axes(list(axes), rank) if axes is not None else list(range(rank))
 
 
-def _source_positions(mapping: str, out_size: int, in_size: int, scale: float) -> np.ndarray:
-    """Where each output index of one axis reads the input, in float64 (ONNX's formulas)."""
-    index = np.arange(out_size, dtype=np.float64)
-    length = scale * in_size
-    if mapping == "half_pixel":
-        return (index + 0.5) / scale - 0.5
-    if mapping == "half_pixel_symmetric":
-        shift = in_size / 2 * (1 - out_size / length)
-        return shift + (index + 0.5) / scale - 0.5
-    if mapping == "pytorch_half_pixel":
-        return (index + 0.5) / scale - 0.5 if out_size > 1 else np.zeros(out_size)
-    if mapping == "align_corners":
-        return index * (in_size - 1) / (length - 1) if length != 1 else np.zeros(out_size)
-    if mapping == "asymmetric":
-        return index / scale
-    return (index + 0.5) / scale  # tf_half_pixel_for_nn
-
-
 def _nearest(position: np.ndarray, rounding: str, in_size: int) -> np.ndarray:
-    if rounding == "round_prefer_floor":
-        chosen = np.ceil(position - 0.5)
-    elif rounding == "round_prefer_ceil":
-        chosen = np.floor(position + 0.5)
-    elif rounding == "floor":
-        chosen = np.floor(position)
-    else:
-        chosen = np.ceil(position)
-    return np.clip(chosen, 0, in_size - 1).astype(np.int64)
+    """The gather indices of a nearest resize along one axis (the reference's)."""
+    return np.clip(nearest_index(position, rounding), 0, in_size - 1).astype(np.int64)
 
 
-def _is_power_of_two(value: float) -> bool:
-    return value > 0 and math.isfinite(value) and math.frexp(value)[0] == 0.5
+def _source_positions(mapping: str, out_size: int, in_size: int, scale: float) -> np.ndarray:
+    """The reference's source positions (no region of interest: ``tf_crop_and_resize``
+    is declined)."""
+    return source_positions(mapping, out_size, in_size, scale, (0.0, 1.0))
 
 
 class _ResizePlan:
