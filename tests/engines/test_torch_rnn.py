@@ -12,7 +12,8 @@ import pytest
 
 import ge
 from ge.engines import get_engine
-from ge.ops import create_node
+from tests.engines.test_torch_engine import _feeds
+from tests.engines.test_torch_engine import _graph as one_node_graph
 from tests.tolerance import assert_close
 
 pytest.importorskip("torch")
@@ -29,24 +30,10 @@ def _graph(op_type: str, arrays: Sequence[Optional[np.ndarray]], attrs: dict[str
            const: Sequence[int]) -> tuple[ge.Graph, list[str]]:
     """A graph of one ``op_type`` node; its outputs are all the node's outputs (names
     returned)."""
-    graph = ge.Graph(op_type.lower())
-    values: list[Any] = []
-    for index, array in enumerate(arrays):
-        if array is None:
-            values.append(None)
-        elif index in const:
-            values.append(create_node("Const", [], {"value": ge.Tensor(array)}, f"c{index}",
-                                      graph))
-        else:
-            values.append(create_node("Data", [], {"shape": list(array.shape),
-                                                   "dtype": array.dtype.name}, f"x{index}", graph))
-    node = create_node(op_type, values, attrs, "op", graph)
+    graph = one_node_graph(op_type, arrays, attrs, const)
+    node = next(n for n in graph.nodes if n.name == "op")
     graph.set_outputs(list(node.outputs))
     return graph, [v.name for v in node.outputs]
-
-
-def _feeds(arrays: Sequence[Optional[np.ndarray]], const: Sequence[int]) -> dict[str, Any]:
-    return {f"x{i}": a for i, a in enumerate(arrays) if a is not None and i not in const}
 
 
 def _arrays(op_type: str, directions: int, seq: int, batch: int, bias: bool, initial: bool,
