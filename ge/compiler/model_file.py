@@ -15,7 +15,9 @@ Layout (all integers little-endian)::
 Loading checks the magic, the version (a file from a newer GE is refused), every
 length and the checksum before it reads the JSON, and takes constants as read-only
 views of the file's bytes. Nothing is unpickled or evaluated; whatever is wrong raises
-``ModelFormatError`` saying what. Kernels are looked up by op type and engine when a
+``ModelFormatError`` saying what. A step whose engine cannot run here (the torch
+engine without PyTorch) runs on the NumPy engine, and the report says so. Kernels are
+looked up by op type and engine when a
 ``Session`` loads the executable, as for a freshly compiled one.
 """
 
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from ge.compiler.executable import Executable, IOSpec, Step
+from ge.engines import get_engine
 from ge.errors import GEError, ModelFormatError
 from ge.ir import DataType, TensorDesc
 from ge.ir.serialize import TensorStore, graph_from_dict, graph_to_dict
@@ -125,18 +128,33 @@ def _static_plan(executable: Executable) -> Any:
             "view_steps": sorted(bound.memory.views)}
 
 
+def _runnable(engine: str, report: dict[str, Any]) -> str:
+    """``engine``, or ``numpy`` when that engine cannot run here (its library is
+    missing), which the report then says."""
+    try:
+        reason = get_engine(engine).unavailable_reason()
+    except GEError:
+        raise ModelFormatError(f"the model names an engine GE does not know: {engine!r}") \
+            from None
+    if reason is None:
+        return engine
+    report.setdefault("engines_unavailable", {})[engine] = f"{reason}; its steps run on numpy"
+    return "numpy"
+
+
 def _executable(metadata: dict[str, Any], store: TensorStore) -> Executable:
     source = metadata["source"]
+    report = dict(metadata["report"])
     return Executable(
         graph=graph_from_dict(metadata["graph"], store),
-        steps=[Step(str(node), str(op_type), str(engine), tuple(map(int, inputs)),
-                    tuple(map(int, outputs)), tuple(map(int, release)))
+        steps=[Step(str(node), str(op_type), _runnable(str(engine), report),
+                    tuple(map(int, inputs)), tuple(map(int, outputs)), tuple(map(int, release)))
                for node, op_type, engine, inputs, outputs, release in metadata["steps"]],
         inputs=[_spec_from_data(entry) for entry in metadata["inputs"]],
         outputs=[_spec_from_data(entry) for entry in metadata["outputs"]],
         constants={int(slot): str(name) for slot, name in metadata["constants"]},
         num_slots=int(metadata["num_slots"]),
-        report=dict(metadata["report"]),
+        report=report,
         options=dict(metadata["options"]),
         streams=tuple(int(k) for k in metadata.get("streams", ())),  # absent in version 1
         stream_waits=tuple(tuple(int(j) for j in w) for w in metadata.get("stream_waits", ())),

@@ -308,3 +308,21 @@ def test_importing_ge_and_compiling_does_not_import_pytorch():
                          check=True).stdout.split("\n")
     assert out[0] == "False {'torch': 1}"  # the engine is chosen without importing it
     assert out[1] == "True"  # binding the kernels imports it
+
+
+def test_a_saved_model_loads_without_pytorch_and_runs_its_steps_on_numpy(monkeypatch,
+                                                                          tmp_path):
+    x, filt, bias = _conv_arrays("NHWC", (1, 4, 6, 6), 4, 3, 1)
+    graph = _graph("Conv2D", [x, filt, bias], {"data_format": "NHWC", "padding": "SAME"},
+                   const=(1, 2))
+    executable = ge.compile(graph)
+    assert executable.engine_histogram() == {"torch": 1}
+    path = tmp_path / "conv.gem"
+    ge.save(executable, str(path))
+    feed = _feeds([x], ())
+    want = ge.Session(executable).run(feed)["op"]
+    monkeypatch.setattr(_base, "_AVAILABLE", False)
+    loaded = ge.load(str(path))
+    assert loaded.engine_histogram() == {"numpy": 1}
+    assert "its steps run on numpy" in loaded.report["engines_unavailable"]["torch"]
+    assert_close(ge.Session(loaded).run(feed)["op"], want, accumulate=True)
