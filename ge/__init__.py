@@ -34,6 +34,17 @@ def parse_onnx(model, *, name=None):
     return parse(model, name=name)
 
 
+def parse_pytorch(module, example_inputs, dynamic_batch=False, *, name=None):
+    """Translate a PyTorch ``nn.Module``, traced by ``torch.export`` on ``example_inputs``,
+    into a ``ge.Graph`` (a dynamic first axis when ``dynamic_batch``).
+
+    Needs PyTorch. See ``ge.frontends.torch.parse_pytorch``.
+    """
+    from ge.frontends.torch import parse_pytorch as parse
+
+    return parse(module, example_inputs, dynamic_batch, name=name)
+
+
 def export_onnx(graph, path=None, **options):
     """Write ``graph`` as an ONNX model to ``path`` (and return the ``onnx.ModelProto``).
 
@@ -46,5 +57,5 @@ def export_onnx(graph, path=None, **options):
 __all__ = [
     "DataType", "Executable", "Format", "Graph", "Node", "OperatorFactory", "Session", "Tensor",
     "TensorDesc", "Value", "compile", "constant", "errors", "export_onnx", "graphpass", "load",
-    "parse_onnx", "save",
+    "parse_onnx", "parse_pytorch", "save",
 ]
