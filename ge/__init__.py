@@ -45,6 +45,15 @@ def parse_pytorch(module, example_inputs, dynamic_batch=False, *, name=None):
     return parse(module, example_inputs, dynamic_batch, name=name)
 
 
+def torch_backend(graph_module, example_inputs, **options):
+    """GE as a ``torch.compile`` backend (``torch.compile(model, backend="ge")`` finds it
+    through the ``torch_dynamo_backends`` entry point). See
+    ``ge.frontends.torch.torch_backend``."""
+    from ge.frontends.torch import torch_backend as backend
+
+    return backend(graph_module, example_inputs, **options)
+
+
 def export_onnx(graph, path=None, **options):
     """Write ``graph`` as an ONNX model to ``path`` (and return the ``onnx.ModelProto``).
 
@@ -57,5 +66,5 @@ def export_onnx(graph, path=None, **options):
 __all__ = [
     "DataType", "Executable", "Format", "Graph", "Node", "OperatorFactory", "Session", "Tensor",
     "TensorDesc", "Value", "compile", "constant", "errors", "export_onnx", "graphpass", "load",
-    "parse_onnx", "parse_pytorch", "save",
+    "parse_onnx", "parse_pytorch", "save", "torch_backend",
 ]

@@ -11,6 +11,9 @@ An ATen op with no translation is reported together with every other such op of 
 model, each with the source line ``torch.export`` recorded, in one
 ``UnsupportedOpError``.
 
+``torch_backend`` makes GE a ``torch.compile`` backend (registered as ``"ge"`` through
+the ``torch_dynamo_backends`` entry point).
+
 Translated today (``TRANSLATED``): convolution (and transposed), batch norm in eval mode,
 max and average pooling, mean over axes, addmm/mm/bmm, elementwise arithmetic,
 relu/hardtanh/sigmoid/tanh/gelu, softmax, layer norm, embedding, view/reshape/permute/
@@ -29,7 +32,7 @@ from ge.errors import ModelFormatError, UnsupportedOpError
 from ge.ir import DataType, Format, Graph, Tensor, Value
 from ge.ops import create_node
 
-__all__ = ["parse_pytorch", "TRANSLATED"]
+__all__ = ["parse_pytorch", "torch_backend", "TRANSLATED"]
 
 Translate = Callable[["_Context", Any], Any]
 
@@ -200,7 +203,9 @@ def _view(ctx: _Context, node: Any) -> Value:
     # "keep the input's size on this axis"
     given = list(node.args[1])
     unknown = [i for i, s in enumerate(given) if not isinstance(s, int) or s == -1]
-    if len(unknown) == 1:  # the one size the element count decides
+    if not unknown:
+        sizes = [int(s) for s in given]
+    elif len(unknown) == 1:  # the one size the element count decides
         sizes = [-1 if i == unknown[0] else int(s) for i, s in enumerate(given)]
     elif len(unknown) == 2 and unknown[0] == 0 and not isinstance(given[0], int):
         sizes = [0] + [int(s) for s in given[1:]]  # axis 0 is the input's batch
@@ -409,3 +414,69 @@ def _lifted_values(exported: Any) -> dict[str, np.ndarray]:
             continue
         found[spec.arg.name] = tensor.detach().cpu().contiguous().numpy().copy()
     return found
+
+
+#: how many graphs ``torch_backend`` has taken (the others it handed back to PyTorch)
+graphs_run_by_ge = 0
+
+
+def torch_backend(graph_module: Any, example_inputs: Sequence[Any], **options: Any) -> Any:
+    """GE as a ``torch.compile`` backend: the FX graph dynamo hands over, exported and
+    translated as ``parse_pytorch`` does, compiled by GE (``options``: ``opt_level``,
+    ``engines``, ``threads``) and run by a GE session; returns the callable dynamo runs
+    in the graph's place.
+
+    The parameters dynamo passes as inputs become constants of the GE graph (so that
+    engines pack them once); a call whose parameters are other tensors, or were changed
+    in place since (their version counter moved), runs as PyTorch traced it. So does a
+    graph GE cannot translate, or one with symbolic sizes among its inputs."""
+    import torch
+
+    if not all(isinstance(x, torch.Tensor) for x in example_inputs):
+        return graph_module.forward
+    frozen = {i: x for i, x in enumerate(example_inputs) if isinstance(x, torch.nn.Parameter)}
+    versions = {i: x._version for i, x in frozen.items()}
+    fed = [i for i in range(len(example_inputs)) if i not in frozen]
+
+    class _WithParameters(torch.nn.Module):
+        """The graph with its parameters held as buffers (what torch.export lifts into
+        constants), the other inputs given."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            for index, tensor in frozen.items():
+                self.register_buffer(f"parameter_{index}", tensor.detach())
+
+        def forward(self, *given: Any) -> Any:
+            full: list[Any] = [None] * len(example_inputs)
+            for position, tensor in zip(fed, given):
+                full[position] = tensor
+            for index in frozen:
+                full[index] = getattr(self, f"parameter_{index}")
+            return graph_module(*full)
+
+    try:
+        with torch.no_grad():
+            graph = parse_pytorch(_WithParameters(), [example_inputs[i] for i in fed],
+                                  name="dynamo_graph")
+    except (UnsupportedOpError, ModelFormatError):
+        return graph_module.forward
+    import ge  # the backend compiles and runs through the public API, as a user would
+
+    global graphs_run_by_ge
+    compile_options = {key: options[key] for key in ("opt_level", "engines", "threads")
+                       if key in options}
+    session = ge.Session(ge.compile(graph, **compile_options))
+    names = [value.producer.name for value in graph.inputs]
+    outputs = [spec.name for spec in session.executable.outputs]
+    graphs_run_by_ge += 1
+
+    def run(*args: Any) -> Any:
+        if any(args[i] is not tensor or tensor._version != versions[i]
+               for i, tensor in frozen.items()):
+            return graph_module.forward(*args)
+        feeds = {name: args[i].detach().cpu().numpy() for name, i in zip(names, fed)}
+        results = session.run(feeds)
+        return tuple(torch.from_numpy(np.ascontiguousarray(results[name])) for name in outputs)
+
+    return run
