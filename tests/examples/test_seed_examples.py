@@ -178,3 +178,20 @@ def test_run_async_returns_before_the_stream_reaches_it(cnn_graph):
         acl.rt.destroy_stream(stream)
         session.finalize()
         acl.finalize()
+
+
+def test_section_7_1_pytorch_conversion_fails_as_written_and_matches_torch_when_fixed():
+    program = load_example("seed_7_1_pytorch_conversion")
+    (graph, error), printed = quietly(program.convert_pytorch_cnn)
+    lines = printed.splitlines()
+    # the walk as written hands fc a 4-D input: GE names the MatMul and both shapes
+    assert lines[0].startswith("as written: ShapeError: MatMul node 'fc_matmul'")
+    assert "[?,64,8,8]" in lines[0] and "[4096,10]" in lines[0]
+    assert "Converted 9 layers from PyTorch to GE" in lines
+    computing = [n.name for n in graph.topological_order() if n.op_type != "Const"]
+    assert computing == ["input", "conv1", "bn1", "relu1", "pool1", "conv2", "bn2", "relu2",
+                         "pool2", "fc_flatten", "fc_matmul", "fc"]
+    assert list(graph.outputs[0].shape) == [-1, 10]
+    assert error < 1e-4  # against PyTorch eager on the same weights and inputs
+    exported = float(lines[-1].rsplit(":", 1)[1])
+    assert exported < 1e-4  # ge.parse_pytorch agrees too
