@@ -1,7 +1,7 @@
 """The seed article's section 7.1 program: a PyTorch model converted by walking its modules.
 
 The converter as the article writes it, with the fixes marked FIX (docs/seed-api.md,
-B13-B18). Walking ``named_children`` cannot see what ``forward`` does between modules:
+B13-B19). Walking ``named_children`` cannot see what ``forward`` does between modules:
 the article's SimpleCNN flattens with ``x.view(x.size(0), -1)`` before ``fc``, so the
 walk hands ``fc`` a 4-D input, and GE refuses the ``MatMul`` with a ``ShapeError``.
 ``convert_pytorch_cnn()`` shows that error, then the fix (a ``Flatten`` step before a
