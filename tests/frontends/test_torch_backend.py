@@ -21,15 +21,16 @@ def test_ge_is_a_registered_dynamo_backend():
     assert "ge" in torch._dynamo.list_backends()
 
 
-@pytest.mark.parametrize("name", ["simple_cnn", "resnet18"])
+@pytest.mark.parametrize("name", list(zoo.MODELS))
 def test_a_compiled_zoo_model_equals_eager_and_runs_on_ge(name):
     torch._dynamo.reset()
     module = zoo.MODELS[name].factory(seed=0).eval()
-    x = torch.from_numpy(zoo.example_feeds(name, batch=2)[zoo.MODELS[name].input_names[0]])
+    feeds = zoo.example_feeds(name, batch=2)
+    args = [torch.from_numpy(feeds[n]) for n in zoo.MODELS[name].input_names]
     before = _ran_by_ge()
     compiled = torch.compile(module, backend="ge")
     with torch.no_grad():
-        got, want = compiled(x), module(x)
+        got, want = compiled(*args), module(*args)
     assert _ran_by_ge() == before + 1  # one graph, translated and run by GE
     assert rel_err(got.numpy(), want.numpy()) < 1e-4
 
