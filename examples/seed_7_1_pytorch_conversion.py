@@ -17,6 +17,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+# the article's SimpleCNN, defined once for GE's examples and tests (examples/zoo.py)
+from zoo import SimpleCNN
+
 import ge
 
 
@@ -172,27 +175,6 @@ class PyTorchToGEConverter:
             output_op = matmul_op
 
         return output_op
-
-
-class SimpleCNN(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, 32, 3, padding=1)
-        self.bn1 = nn.BatchNorm2d(32)
-        self.relu1 = nn.ReLU()
-        self.pool1 = nn.MaxPool2d(2)
-        self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
-        self.bn2 = nn.BatchNorm2d(64)
-        self.relu2 = nn.ReLU()
-        self.pool2 = nn.MaxPool2d(2)
-        self.fc = nn.Linear(64 * 8 * 8, 10)
-
-    def forward(self, x):
-        x = self.pool1(self.relu1(self.bn1(self.conv1(x))))
-        x = self.pool2(self.relu2(self.bn2(self.conv2(x))))
-        x = x.view(x.size(0), -1)
-        x = self.fc(x)
-        return x
 
 
 # 使用示例
