@@ -198,21 +198,42 @@ def _embedding(ctx: _Context, node: Any) -> Value:
     return ctx.op("Gather", [ctx.value(weight), ctx.value(indices)], {"axis": 0}, node.name)
 
 
+def _input_shape(node: Any) -> tuple[Any, ...]:
+    """The (fake) shape torch.export recorded for a node's first argument."""
+    value = node.args[0].meta.get("val")
+    return tuple(getattr(value, "shape", ()))
+
+
+def _same_size(a: Any, b: Any) -> bool:
+    """Whether two sizes are the same: equal ints, or the same symbolic expression (an FX
+    node computing a size stands for the value torch.export recorded for it)."""
+    a, b = (getattr(x, "meta", {}).get("val", x) for x in (a, b))
+    if isinstance(a, int) or isinstance(b, int):
+        return isinstance(a, int) and isinstance(b, int) and a == b
+    return str(a) == str(b)
+
+
 def _view(ctx: _Context, node: Any) -> Value:
-    # a symbolic size (the dynamic batch, axis 0 of input and output alike) is 0: Reshape's
-    # "keep the input's size on this axis"
+    # a symbolic size equal to the input's own size on the same axis is Reshape's 0
+    # ("keep the input's size"); one other unknown size is the one the element count decides
     given = list(node.args[1])
-    unknown = [i for i, s in enumerate(given) if not isinstance(s, int) or s == -1]
-    if not unknown:
-        sizes = [int(s) for s in given]
-    elif len(unknown) == 1:  # the one size the element count decides
-        sizes = [-1 if i == unknown[0] else int(s) for i, s in enumerate(given)]
-    elif len(unknown) == 2 and unknown[0] == 0 and not isinstance(given[0], int):
-        sizes = [0] + [int(s) for s in given[1:]]  # axis 0 is the input's batch
-    else:
-        raise UnsupportedOpError(f"{node.name}: a view with several symbolic sizes {given}")
-    return ctx.op("Reshape", [ctx.value(node.args[0]), ctx.ints(sizes, "shape")], {},
-                  node.name)
+    source = _input_shape(node)
+    sizes: list[int] = []
+    unknown = 0
+    for axis, size in enumerate(given):
+        if isinstance(size, int) and size != -1:
+            sizes.append(size)
+        elif not isinstance(size, int) and axis < len(source) and _same_size(size, source[axis]):
+            sizes.append(0)
+        else:
+            sizes.append(-1)
+            unknown += 1
+    if unknown <= 1:
+        shape = ctx.ints(sizes, "shape")
+    else:  # several sizes only known at run time: the shape is computed then
+        parts = [_size_value(ctx, size) for size in given]
+        shape = ctx.op("Concat", parts, {"axis": 0}, f"{node.name}_shape")
+    return ctx.op("Reshape", [ctx.value(node.args[0]), shape], {}, node.name)
 
 
 def _permute(ctx: _Context, node: Any) -> Value:
@@ -226,9 +247,20 @@ def _unsqueeze(ctx: _Context, node: Any) -> Value:
 
 
 def _expand(ctx: _Context, node: Any) -> Value:
-    # ONNX's Expand broadcasts: a -1 (keep) or a symbolic size becomes 1, which keeps
-    # the input's own size there
-    sizes = [1 if s == -1 else s for s in _shape_list(node.args[1])]
+    # ONNX's Expand broadcasts: a -1 (keep) becomes 1, which keeps the input's own size
+    # there; so does a symbolic size the input already has on that axis (counted from the
+    # right, as broadcasting aligns them)
+    given = list(node.args[1])
+    source = _input_shape(node)
+    offset = len(given) - len(source)
+    sizes = []
+    for axis, size in enumerate(given):
+        if isinstance(size, int):
+            sizes.append(1 if size == -1 else size)
+        elif axis >= offset and _same_size(size, source[axis - offset]):
+            sizes.append(1)
+        else:
+            raise UnsupportedOpError(f"{node.name}: an expand to the symbolic size {size}")
     return ctx.op("Expand", [ctx.value(node.args[0]), ctx.ints(sizes, "shape")], {}, node.name)
 
 
@@ -240,21 +272,59 @@ def _slice(ctx: _Context, node: Any) -> Value:
     args = list(node.args) + [None] * (5 - len(node.args))
     x, dim, start, end, step = args[:5]
     start = 0 if start is None else start
-    end = (1 << 62) if end is None or not isinstance(end, int) else min(end, 1 << 62)
+    source = _input_shape(node)
     if not isinstance(start, int):
         raise UnsupportedOpError(f"{node.name}: a slice starting at a symbolic size")
-    return ctx.op("Slice", [ctx.value(x), ctx.ints([start], "starts"), ctx.ints([end], "ends"),
+    axis = int(dim or 0) % max(len(source), 1)
+    if end is None or (not isinstance(end, int) and axis < len(source)
+                       and _same_size(end, source[axis])):
+        ends = ctx.ints([1 << 62], "ends")  # to the end of the axis
+    elif isinstance(end, int):
+        ends = ctx.ints([min(end, 1 << 62)], "ends")
+    else:  # a symbolic end, computed at run time
+        ends = _size_value(ctx, end)
+    return ctx.op("Slice", [ctx.value(x), ctx.ints([start], "starts"), ends,
                             ctx.ints([int(dim or 0)], "axes"), ctx.ints([int(step or 1)], "steps")],
                   {}, node.name)
 
 
+class _Size:
+    """A size torch.export left symbolic, with the GE value that computes it at run time (a
+    1-element int64 tensor). Shape arguments mostly take it as unknown (Reshape's 0 or
+    -1); an op that needs its value (a slice ending at it) reads ``value``. Values no op
+    reads are removed by the compiler's dead-code elimination."""
+
+    def __init__(self, value: Value) -> None:
+        self.value = value
+
+
+def _size_value(ctx: _Context, size: Any) -> Value:
+    """A size (an int, or an FX node of a symbolic size) as a 1-element int64 value."""
+    if isinstance(size, int):
+        return ctx.ints([size], "size")
+    found = ctx.values.get(getattr(size, "name", ""))
+    if not isinstance(found, _Size):
+        raise UnsupportedOpError(f"the size {size} is not one GE can compute")
+    return found.value
+
+
 def _symbolic_size(ctx: _Context, node: Any) -> Any:
-    """A size torch.export left symbolic (the dynamic batch): only shape arguments read
-    it, and they take it as -1."""
-    return _SYMBOLIC
+    """``sym_size(x, axis)``: the axis' size, read off x's shape at run time."""
+    shape = ctx.op("Shape", [ctx.value(node.args[0])], {}, f"{node.name}_shape")
+    axis = int(node.args[1])
+    return _Size(ctx.op("Slice", [shape, ctx.ints([axis], "starts"), ctx.ints([axis + 1], "ends"),
+                                  ctx.ints([0], "axes")], {}, node.name))
 
 
-_SYMBOLIC = ("symbolic size",)
+def _size_arithmetic(op_type: str) -> Translate:
+    """Arithmetic on sizes (the batch times a length, a length halved): sizes are never
+    negative, so floor division is Div's truncation."""
+
+    def translate(ctx: _Context, node: Any) -> Any:
+        left, right = (_size_value(ctx, argument) for argument in node.args[:2])
+        return _Size(ctx.op(op_type, [left, right], {}, node.name))
+
+    return translate
 
 
 def _to_copy(ctx: _Context, node: Any) -> Value:
@@ -302,10 +372,10 @@ def _translations() -> dict[Any, Translate]:
         aten.sym_size.int: _symbolic_size,
         aten.slice.Tensor: _slice,
         # arithmetic on sizes (the dynamic batch times a length): symbolic too
-        operator.mul: _symbolic_size,
-        operator.add: _symbolic_size,
-        operator.sub: _symbolic_size,
-        operator.floordiv: _symbolic_size,
+        operator.mul: _size_arithmetic("Mul"),
+        operator.add: _size_arithmetic("Add"),
+        operator.sub: _size_arithmetic("Sub"),
+        operator.floordiv: _size_arithmetic("Div"),
     }
 
 
@@ -337,13 +407,32 @@ def parse_pytorch(module: Any, example_inputs: Sequence[Any], dynamic_batch: boo
     if dynamic_batch:
         batch = torch.export.Dim("batch", min=1)
         dynamic = tuple({0: batch} for _ in tensors)
-    module = module.eval()
+    return _export_and_translate(module.eval(), tensors, dynamic, name or type(module).__name__)
+
+
+def _export_and_translate(module: Any, tensors: Sequence[Any], dynamic: Any,
+                          name: str) -> Graph:
+    """``torch.export`` (``dynamic``: its ``dynamic_shapes``), lowered to core ATen and
+    translated."""
+    import torch
+
     try:
-        exported = torch.export.export(module, tensors, dynamic_shapes=dynamic)
+        exported = torch.export.export(module, tuple(tensors), dynamic_shapes=dynamic)
     except Exception as error:  # noqa: BLE001 - torch.export's errors are many
         raise ModelFormatError(f"torch.export could not trace the module: {error}") from error
+    _drop_dynamo_guards(exported)
     exported = exported.run_decompositions()
-    return _translate(exported, name or type(module).__name__)
+    return _translate(exported, name)
+
+
+def _drop_dynamo_guards(exported: Any) -> None:
+    """Drop the input guards torch.export kept in terms of a dynamo frame (``L[...]``),
+    which it records when the exported module calls a graph dynamo traced: decomposing
+    re-traces the program with its guards as code, and that code cannot name the frame.
+    They check sizes the example inputs already have."""
+    guards = getattr(exported, "_guards_code", None)
+    if guards:
+        exported._guards_code = [code for code in guards if "L[" not in code]
 
 
 def _translate(exported: Any, name: str) -> Graph:
@@ -392,7 +481,12 @@ def _translate(exported: Any, name: str) -> Graph:
                 ctx.values[node.name] = translations[node.target](ctx, node)
         elif node.op == "output":
             for item in node.args[0]:
+                if not (hasattr(item, "name") and hasattr(item, "op")):
+                    raise ModelFormatError(f"model {name!r} returns {item!r}, not a tensor: "
+                                           f"GE graphs output tensors only")
                 outputs.append(ctx.value(item))
+    if not outputs:
+        raise ModelFormatError(f"model {name!r} returns no tensors")
     graph.set_outputs(outputs)
     return graph
 
@@ -416,8 +510,17 @@ def _lifted_values(exported: Any) -> dict[str, np.ndarray]:
     return found
 
 
-#: how many graphs ``torch_backend`` has taken (the others it handed back to PyTorch)
-graphs_run_by_ge = 0
+#: what ``torch_backend`` has been handed: FX graphs (and their ATen-level call nodes) that
+#: GE translated and ran, and those it handed back to PyTorch to run as traced
+backend_stats = {"graphs_ge": 0, "graphs_fallback": 0, "nodes_ge": 0, "nodes_fallback": 0}
+
+
+def _count(graph_module: Any, by_ge: bool) -> None:
+    calls = sum(1 for node in graph_module.graph.nodes
+                if node.op in ("call_function", "call_method", "call_module"))
+    key = "ge" if by_ge else "fallback"
+    backend_stats[f"graphs_{key}"] += 1
+    backend_stats[f"nodes_{key}"] += calls
 
 
 def torch_backend(graph_module: Any, example_inputs: Sequence[Any], **options: Any) -> Any:
@@ -429,18 +532,35 @@ def torch_backend(graph_module: Any, example_inputs: Sequence[Any], **options: A
     The parameters dynamo passes as inputs become constants of the GE graph (so that
     engines pack them once); a call whose parameters are other tensors, or were changed
     in place since (their version counter moved), runs as PyTorch traced it. So does a
-    graph GE cannot translate, or one with symbolic sizes among its inputs."""
+    graph GE cannot translate.
+
+    Dynamic shapes (``torch.compile(..., dynamic=True)``, or dynamo marking a size
+    dynamic after it changed): the sizes dynamo left symbolic stay unknown (-1) in the GE
+    graph, which GE plans per concrete shape at run time, so one dynamo graph serves every
+    batch size. The symbolic sizes dynamo passes as integer inputs are read off the
+    tensors. Where a symbolic size reaches an op GE cannot keep general (a view mixing two
+    unknown sizes, say), GE compiles one graph per concrete input shape instead, still
+    without a recompile in dynamo. ``backend_stats`` counts the graphs and nodes GE ran
+    and those it handed back."""
     import torch
 
-    if not all(isinstance(x, torch.Tensor) for x in example_inputs):
+    placeholders = [node for node in graph_module.graph.nodes if node.op == "placeholder"]
+    tensors = {i for i, x in enumerate(example_inputs) if isinstance(x, torch.Tensor)}
+    found = _symbolic_inputs(placeholders, example_inputs, tensors)
+    if found is None:
+        _count(graph_module, False)
         return graph_module.forward
-    frozen = {i: x for i, x in enumerate(example_inputs) if isinstance(x, torch.nn.Parameter)}
+    sizes: dict[int, tuple[int, int]] = found
+    frozen = {i: x for i, x in enumerate(example_inputs)
+              if i in tensors and _is_module_state(placeholders[i], x)}
     versions = {i: x._version for i, x in frozen.items()}
-    fed = [i for i in range(len(example_inputs)) if i not in frozen]
+    scalars = {i: x.detach().clone() for i, x in frozen.items() if x.dim() == 0}
+    fed = [i for i in sorted(tensors) if i not in frozen]
+    traced = _prepared(graph_module, {placeholders[i].name: x for i, x in scalars.items()})
 
     class _WithParameters(torch.nn.Module):
         """The graph with its parameters held as buffers (what torch.export lifts into
-        constants), the other inputs given."""
+        constants), the other tensors given and the symbolic sizes read off them."""
 
         def __init__(self) -> None:
             super().__init__()
@@ -453,30 +573,151 @@ def torch_backend(graph_module: Any, example_inputs: Sequence[Any], **options: A
                 full[position] = tensor
             for index in frozen:
                 full[index] = getattr(self, f"parameter_{index}")
-            return graph_module(*full)
+            for index, (source, axis) in sizes.items():
+                full[index] = full[source].size(axis)
+            return traced(*full)
 
-    try:
-        with torch.no_grad():
-            graph = parse_pytorch(_WithParameters(), [example_inputs[i] for i in fed],
-                                  name="dynamo_graph")
-    except (UnsupportedOpError, ModelFormatError):
-        return graph_module.forward
-    import ge  # the backend compiles and runs through the public API, as a user would
-
-    global graphs_run_by_ge
+    dynamic = _dynamic_axes(placeholders, fed)
     compile_options = {key: options[key] for key in ("opt_level", "engines", "threads")
                        if key in options}
-    session = ge.Session(ge.compile(graph, **compile_options))
-    names = [value.producer.name for value in graph.inputs]
-    outputs = [spec.name for spec in session.executable.outputs]
-    graphs_run_by_ge += 1
+    import ge  # the backend compiles and runs through the public API, as a user would
+
+    def session_for(tensors: Sequence[Any], axes: Optional[list[dict[int, Any]]]) -> Any:
+        with torch.no_grad():
+            # the wrapper takes its tensors as one varargs tuple, and so do their shapes
+            graph = _export_and_translate(_WithParameters(), tensors,
+                                          (tuple(axes),) if axes else None, "dynamo_graph")
+        session = ge.Session(ge.compile(graph, **compile_options))
+        names = [value.producer.name for value in graph.inputs]
+        return session, names, [spec.name for spec in session.executable.outputs]
+
+    # Translation waits for the first call: torch.export run inside dynamo's compile
+    # would leave its own guards in the frame dynamo is compiling.
+    state: dict[str, Any] = {}
+    by_shape: dict[tuple[tuple[int, ...], ...], Any] = {}
+
+    def prepare(given: Sequence[Any]) -> None:
+        try:
+            state["general"] = session_for(given, dynamic if any(dynamic) else None)
+        except (UnsupportedOpError, ModelFormatError):
+            state["general"] = None
+            if not any(dynamic):
+                state["fallback"] = True
+        if state.get("general") is None and not state.get("fallback"):
+            try:  # one GE graph per concrete shape
+                by_shape[tuple(tuple(x.shape) for x in given)] = session_for(given, None)
+            except (UnsupportedOpError, ModelFormatError):
+                state["fallback"] = True
+        _count(graph_module, not state.get("fallback"))
+
+    def executables() -> int:
+        """How many GE executables serve this graph (one when its shapes stay general)."""
+        return int(state.get("general") is not None) + len(by_shape)
 
     def run(*args: Any) -> Any:
         if any(args[i] is not tensor or tensor._version != versions[i]
-               for i, tensor in frozen.items()):
+               for i, tensor in frozen.items() if i not in scalars) or \
+                any(not torch.equal(args[i], value) for i, value in scalars.items()):
             return graph_module.forward(*args)
-        feeds = {name: args[i].detach().cpu().numpy() for name, i in zip(names, fed)}
-        results = session.run(feeds)
+        given = [args[i] for i in fed]
+        if not state:
+            prepare(given)
+        if state.get("fallback"):
+            return graph_module.forward(*args)
+        session = state["general"]
+        if session is None:
+            key = tuple(tuple(x.shape) for x in given)
+            session = by_shape.get(key)
+            if session is None:
+                session = by_shape[key] = session_for(given, None)
+        runner, names, outputs = session
+        results = runner.run({name: x.detach().cpu().numpy() for name, x in zip(names, given)})
         return tuple(torch.from_numpy(np.ascontiguousarray(results[name])) for name in outputs)
 
+    run.ge_executables = executables  # type: ignore[attr-defined]
     return run
+
+
+def _is_module_state(placeholder: Any, tensor: Any) -> bool:
+    """Whether a graph input is the module's own state (a parameter, a buffer, or an
+    attribute such as batch norm's momentum that dynamo passes as a 0-d tensor under
+    dynamic shapes) rather than an input of the call."""
+    import torch
+
+    if isinstance(tensor, torch.nn.Parameter):
+        return True
+    source = getattr(placeholder.meta.get("grapharg"), "source", None)
+    named = getattr(source, "name", "")
+    named = named() if callable(named) else named
+    return isinstance(named, str) and named.startswith("L['self']")
+
+
+def _prepared(graph_module: Any, scalars: dict[str, Any]) -> Any:
+    """The graph module made exportable; dynamo's own module stays as it is.
+
+    Under dynamic shapes dynamo passes module attributes such as batch norm's ``eps`` as
+    0-d tensors and reads them with ``.item()``, which ``torch.export`` cannot trace (a
+    data-dependent value): each such read becomes the number itself (``scalars``, by
+    placeholder name; a changed value hands the call back to PyTorch). Calls nothing uses
+    are removed."""
+    import copy
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():  # torch's own pytree deprecation, raised while copying
+        warnings.simplefilter("ignore", FutureWarning)
+        graph = copy.deepcopy(graph_module.graph)
+    for node in list(graph.nodes):
+        if node.op == "call_method" and node.target == "item" and \
+                getattr(node.args[0], "name", None) in scalars:
+            number = scalars[node.args[0].name].item()
+
+            def swap(arg: Any, read: Any = node, value: Any = number) -> Any:
+                return value if arg is read else arg
+
+            for user in list(node.users):
+                user.args = torch.fx.node.map_arg(user.args, swap)
+                user.kwargs = torch.fx.node.map_arg(user.kwargs, swap)
+    for node in reversed(list(graph.nodes)):
+        if node.op in ("call_function", "call_method") and not node.users:
+            graph.erase_node(node)
+    return torch.fx.GraphModule(graph_module, graph)
+
+
+def _symbolic_inputs(placeholders: Sequence[Any], example_inputs: Sequence[Any],
+                     tensors: set[int]) -> Optional[dict[int, tuple[int, int]]]:
+    """For each integer input dynamo passes (a symbolic size), a tensor input and axis it
+    can be read from; None when one cannot be found (or an input is neither)."""
+    import torch
+
+    found: dict[int, tuple[int, int]] = {}
+    for index, example in enumerate(example_inputs):
+        if index in tensors:
+            continue
+        if not isinstance(example, (int, torch.SymInt)):
+            return None
+        symbol = str(placeholders[index].meta.get("example_value", example))
+        for source in sorted(tensors):
+            value = placeholders[source].meta.get("example_value")
+            shape = getattr(value, "shape", ())
+            axis = next((a for a, size in enumerate(shape) if str(size) == symbol), None)
+            if axis is not None:
+                found[index] = (source, axis)
+                break
+        else:
+            return None
+    return found
+
+
+def _dynamic_axes(placeholders: Sequence[Any], fed: Sequence[int]) -> list[dict[int, Any]]:
+    """The axes of each fed tensor dynamo left symbolic, as torch.export's dynamic shapes."""
+    import torch
+
+    axes = []
+    for index in fed:
+        value = placeholders[index].meta.get("example_value")
+        shape = getattr(value, "shape", ())
+        axes.append({axis: torch.export.Dim.AUTO for axis, size in enumerate(shape)
+                     if not isinstance(size, int)})
+    return axes

@@ -57,6 +57,23 @@ def test_a_reference_to_an_undefined_value_is_a_model_format_error():
         ge.parse_onnx(model)
 
 
+def test_a_graph_with_no_outputs_or_an_output_nothing_makes_is_refused():
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "tiny",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])], [])
+    with pytest.raises(ge.errors.GraphError, match="no outputs"):
+        ge.parse_onnx(helper.make_model(graph))
+    model = tiny_model(outputs=[helper.make_tensor_value_info("zzz", TensorProto.FLOAT, None)])
+    with pytest.raises(ModelFormatError, match="'zzz' is never produced"):
+        ge.parse_onnx(model)
+
+
+def test_a_file_of_another_kind_is_a_model_format_error(tmp_path):
+    text = tmp_path / "notes.onnx"
+    text.write_text("name: resnet\nlayers: 50\n")
+    with pytest.raises(ModelFormatError, match="not a readable ONNX model"):
+        ge.parse_onnx(text)
+
+
 def test_every_unsupported_op_is_listed_at_once():
     nodes = [helper.make_node("Frobnicate", ["x"], ["a"], domain="example.custom"),
              helper.make_node("Relu", ["a"], ["b"]),

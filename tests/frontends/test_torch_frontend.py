@@ -57,19 +57,34 @@ def test_parameters_and_buffers_become_constants():
         ge.Session(ge.compile(graph)).run({graph.inputs[0].producer.name: x})
 
 
-class _Sorting(torch.nn.Module):
+class _Exotic(torch.nn.Module):
     def forward(self, x):
-        return torch.sort(x, dim=-1).values + torch.cumsum(x, dim=-1)
+        return torch.special.bessel_j0(x) + torch.fft.rfft(x, n=8).real.sum(-1, keepdim=True)
 
 
 def test_every_untranslated_op_is_named_with_its_source_line():
     with pytest.raises(ge.errors.UnsupportedOpError) as caught:
-        ge.parse_pytorch(_Sorting(), [torch.randn(2, 5)])
+        ge.parse_pytorch(_Exotic(), [torch.randn(2, 5)])
     message = str(caught.value)
-    assert "aten.sort" in message and "aten.cumsum" in message
-    assert "torch.sort(x, dim=-1)" in message  # the line torch.export recorded
+    assert "aten.special_bessel_j0" in message and "aten._fft_r2c" in message
+    assert "torch.special.bessel_j0(x)" in message  # the line torch.export recorded
 
 
 def test_what_is_not_a_module_is_refused():
     with pytest.raises(ge.errors.ModelFormatError, match="nn.Module"):
         ge.parse_pytorch(lambda x: x, [torch.randn(2)])
+
+
+class _Nothing(torch.nn.Module):
+    def forward(self, x):
+        return None
+
+
+def test_a_module_that_returns_no_tensor_is_refused():
+    with pytest.raises(ge.errors.ModelFormatError, match="returns None, not a tensor"):
+        ge.parse_pytorch(_Nothing(), [torch.randn(2)])
+
+
+def test_inputs_the_module_cannot_take_are_a_model_format_error():
+    with pytest.raises(ge.errors.ModelFormatError, match="could not trace"):
+        ge.parse_pytorch(torch.nn.Linear(3, 2), [torch.randn(2, 5)])
