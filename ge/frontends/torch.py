@@ -32,7 +32,7 @@ from ge.errors import ModelFormatError, UnsupportedOpError
 from ge.ir import DataType, Format, Graph, Tensor, Value
 from ge.ops import create_node
 
-__all__ = ["parse_pytorch", "torch_backend", "TRANSLATED"]
+__all__ = ["parse_pytorch", "torch_backend", "TRANSLATED", "translated_ops"]
 
 Translate = Callable[["_Context", Any], Any]
 
@@ -53,7 +53,8 @@ class _Context:
         return self.constant(np.asarray(argument, dtype=np.float32))
 
     def constant(self, array: np.ndarray, name: Optional[str] = None) -> Value:
-        node = create_node("Const", [], {"value": Tensor(np.ascontiguousarray(array))},
+        # np.array, not np.ascontiguousarray: that makes a 0-d array 1-d
+        node = create_node("Const", [], {"value": Tensor(np.array(array, order="C"))},
                            self.graph.unique_name(name or "const"), self.graph)
         return node.outputs[0]
 
@@ -78,20 +79,46 @@ def _pair(values: Sequence[int]) -> list[int]:
 
 
 def _convolution(ctx: _Context, node: Any) -> Value:
+    """1-D (as 2-D with a unit height), 2-D and 3-D convolutions, transposed or not."""
     x, weight, bias, stride, padding, dilation, transposed, output_padding, groups = node.args
-    if len(weight.meta["val"].shape) != 4:
-        raise UnsupportedOpError(f"{node.name}: only 2-D convolutions are translated")
-    inputs = [ctx.value(x), ctx.value(weight), None if bias is None else ctx.value(bias)]
-    pad_h, pad_w = _pair(padding)
+    rank = len(weight.meta["val"].shape) - 2
+    if rank not in (1, 2, 3):
+        raise UnsupportedOpError(f"{node.name}: a {rank}-D convolution (1-D to 3-D are "
+                                 f"translated)")
+    data, kernel = ctx.value(x), ctx.value(weight)
+    stride, padding, dilation, output_padding = (
+        [int(v) for v in values] for values in (stride, padding, dilation, output_padding))
+    if rank == 1:  # N, C, W -> N, C, 1, W
+        data = ctx.op("Unsqueeze", [data, ctx.ints([2], "axes")], {}, f"{node.name}_2d")
+        kernel = ctx.op("Unsqueeze", [kernel, ctx.ints([2], "axes")], {},
+                        f"{node.name}_filter_2d")
+        stride, padding, dilation, output_padding = (
+            [1, *stride], [0, *padding], [1, *dilation], [0, *output_padding])
+    inputs = [data, kernel, None if bias is None else ctx.value(bias)]
+    spatial = 3 if rank == 3 else 2
+
+    def full(values: Sequence[int]) -> list[int]:
+        values = [int(v) for v in values]
+        return values * spatial if len(values) == 1 else values
+
+    pads = full(padding)
     if transposed:
-        return ctx.op("ConvTranspose", inputs, {
-            "strides": _pair(stride), "dilations": _pair(dilation), "group": int(groups),
-            "pads": [pad_h, pad_w, pad_h, pad_w], "output_padding": _pair(output_padding)},
-            node.name)
-    return ctx.op("Conv2D", inputs, {
-        "strides": _pair(stride), "dilations": _pair(dilation), "groups": int(groups),
-        "padding": "EXPLICIT", "pads": [pad_h, pad_h, pad_w, pad_w],
-        "data_format": Format.NCHW, "filter_format": "OIHW"}, node.name)
+        out = ctx.op("ConvTranspose", inputs, {
+            "strides": full(stride), "dilations": full(dilation), "group": int(groups),
+            "pads": pads + pads, "output_padding": full(output_padding)}, node.name)
+    elif rank == 3:
+        out = ctx.op("Conv3D", inputs, {
+            "strides": full(stride), "dilations": full(dilation), "groups": int(groups),
+            "padding": "EXPLICIT", "pads": [p for p in pads for _ in (0, 1)],
+            "data_format": "NCDHW", "filter_format": "OIDHW"}, node.name)
+    else:
+        out = ctx.op("Conv2D", inputs, {
+            "strides": full(stride), "dilations": full(dilation), "groups": int(groups),
+            "padding": "EXPLICIT", "pads": [p for p in pads for _ in (0, 1)],
+            "data_format": Format.NCHW, "filter_format": "OIHW"}, node.name)
+    if rank == 1:
+        out = ctx.op("Squeeze", [out, ctx.ints([2], "axes")], {}, f"{node.name}_1d")
+    return out
 
 
 def _batch_norm(ctx: _Context, node: Any) -> tuple[Value, ...]:
@@ -132,7 +159,10 @@ def _avg_pool(ctx: _Context, node: Any) -> Value:
 
 
 def _mean(ctx: _Context, node: Any) -> Value:
-    x, dims = node.args[0], node.args[1]
+    x = node.args[0]
+    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    if not dims:  # None or []: every axis
+        dims = list(range(len(x.meta["val"].shape)))
     keepdim = bool(node.args[2]) if len(node.args) > 2 else bool(node.kwargs.get("keepdim"))
     return ctx.op("ReduceMean", [ctx.value(x), ctx.ints(dims, "axes")],
                   {"keepdims": int(keepdim)}, node.name)
@@ -150,19 +180,32 @@ def _matmul(ctx: _Context, node: Any) -> Value:
 
 
 def _binary(op_type: str) -> Translate:
+    """add/sub/mul/div.Tensor: both operands (and ``alpha``) in the dtype ATen computes in,
+    so that ``int_tensor / 2`` divides exactly and ``mask * x`` multiplies floats."""
+
     def translate(ctx: _Context, node: Any) -> Value:
+        from ge.frontends.torch_aten import _operand, _out_dtype
+
+        out = _out_dtype(node)
         a, b = node.args[:2]
         alpha = node.kwargs.get("alpha", 1)
-        second = ctx.value(b)
+        second = _operand(ctx, b, out)
         if alpha != 1:
-            second = ctx.op("Mul", [second, ctx.value(float(alpha))])
-        return ctx.op(op_type, [ctx.value(a), second], {}, node.name)
+            second = ctx.op("Mul", [second, _operand(ctx, alpha, out)])
+        return ctx.op(op_type, [_operand(ctx, a, out), second], {}, node.name)
 
     return translate
 
 
 def _unary(op_type: str) -> Translate:
-    return lambda ctx, node: ctx.op(op_type, [ctx.value(node.args[0])], {}, node.name)
+    """The op on its input cast to the output dtype (the sigmoid of an int64 is float)."""
+
+    def translate(ctx: _Context, node: Any) -> Value:
+        from ge.frontends.torch_aten import _operand, _out_dtype
+
+        return ctx.op(op_type, [_operand(ctx, node.args[0], _out_dtype(node))], {}, node.name)
+
+    return translate
 
 
 def _hardtanh(ctx: _Context, node: Any) -> Value:
@@ -336,9 +379,16 @@ def _to_copy(ctx: _Context, node: Any) -> Value:
 
 
 def _translations() -> dict[Any, Translate]:
+    """Every ATen overload translated: the zoo's here, the rest in ``torch_aten``."""
     import torch
 
+    from ge.frontends import torch_aten
+
     aten = torch.ops.aten
+    return {**torch_aten.translations(), **_own_translations(aten)}
+
+
+def _own_translations(aten: Any) -> dict[Any, Translate]:
     return {
         aten.convolution.default: _convolution,
         aten._native_batch_norm_legit_no_training.default: _batch_norm,
@@ -379,12 +429,25 @@ def _translations() -> dict[Any, Translate]:
     }
 
 
-#: the core ATen ops translated (by name), for the README and error messages
-TRANSLATED = ("convolution", "_native_batch_norm_legit_no_training", "max_pool2d_with_indices",
-              "avg_pool2d", "mean.dim", "addmm", "mm", "bmm", "add.Tensor", "sub.Tensor",
-              "mul.Tensor", "div.Tensor", "relu", "sigmoid", "tanh", "hardtanh", "gelu",
-              "_softmax", "native_layer_norm", "embedding", "view", "reshape", "_unsafe_view",
-              "permute", "unsqueeze", "expand", "clone", "alias", "_to_copy", "sym_size", "slice")
+#: the core ATen overloads translated in this module (the zoo's); ``translated_ops()``
+#: lists them with ``torch_aten``'s
+TRANSLATED = ("convolution.default", "_native_batch_norm_legit_no_training.default",
+              "max_pool2d_with_indices.default", "avg_pool2d.default", "mean.dim",
+              "addmm.default", "mm.default", "bmm.default", "add.Tensor", "sub.Tensor",
+              "mul.Tensor", "div.Tensor", "relu.default", "sigmoid.default", "tanh.default",
+              "hardtanh.default", "gelu.default", "_softmax.default",
+              "native_layer_norm.default", "embedding.default", "view.default",
+              "reshape.default", "_unsafe_view.default", "permute.default",
+              "unsqueeze.default", "expand.default", "clone.default", "alias.default",
+              "_to_copy.default", "sym_size.int", "slice.Tensor")
+
+
+def translated_ops() -> list[str]:
+    """Every ATen overload the PyTorch frontend translates, by name."""
+    from ge.frontends import torch_aten
+
+    return sorted(set(TRANSLATED) | set(torch_aten.TRANSLATED))
+
 
 #: calls that compute nothing GE needs (shape and metadata checks of torch.export)
 _IGNORED = ("_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size")
@@ -421,7 +484,9 @@ def _export_and_translate(module: Any, tensors: Sequence[Any], dynamic: Any,
     except Exception as error:  # noqa: BLE001 - torch.export's errors are many
         raise ModelFormatError(f"torch.export could not trace the module: {error}") from error
     _drop_dynamo_guards(exported)
-    exported = exported.run_decompositions()
+    from ge.frontends import torch_aten
+
+    exported = exported.run_decompositions(torch_aten.decomposition_table())
     return _translate(exported, name)
 
 

@@ -88,3 +88,55 @@ def test_a_module_that_returns_no_tensor_is_refused():
 def test_inputs_the_module_cannot_take_are_a_model_format_error():
     with pytest.raises(ge.errors.ModelFormatError, match="could not trace"):
         ge.parse_pytorch(torch.nn.Linear(3, 2), [torch.randn(2, 5)])
+
+
+class _Convolutions(torch.nn.Module):
+    """1-D, 2-D and 3-D convolutions and a transposed 1-D one, strided, padded, grouped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.one = torch.nn.Conv1d(4, 6, 5, stride=2, padding=2, dilation=1, groups=2)
+        self.up = torch.nn.ConvTranspose1d(6, 3, 4, stride=2, padding=1, output_padding=1)
+        self.three = torch.nn.Conv3d(2, 4, (3, 3, 2), stride=(1, 2, 1), padding=(1, 0, 1))
+
+    def forward(self, signal, volume):
+        return self.up(torch.relu(self.one(signal))), self.three(volume)
+
+
+def test_one_and_three_dimensional_convolutions_match_eager():
+    signal, volume = torch.randn(2, 4, 33), torch.randn(1, 2, 5, 9, 4)
+    module = _Convolutions().eval()
+    graph = ge.parse_pytorch(module, [signal, volume])
+    types = {node.op_type for node in graph}
+    assert {"Conv2D", "ConvTranspose", "Conv3D"} <= types
+    session = ge.Session(ge.compile(graph))
+    got = session.run({value.producer.name: x.numpy()
+                       for value, x in zip(graph.inputs, (signal, volume))})
+    with torch.no_grad():
+        want = module(signal, volume)
+    for spec, expected in zip(session.executable.outputs, want):
+        assert got[spec.name].shape == tuple(expected.shape)
+        assert rel_err(got[spec.name], expected.numpy()) < 1e-5
+
+
+class _Mixed(torch.nn.Module):
+    """Integer and boolean tensors meeting floats and Python numbers, and a full mean."""
+
+    def forward(self, x, counts):
+        return (counts / 2, (x > 0) * x, counts + 1, x.mean(dim=None) + 1,
+                torch.sigmoid(counts))
+
+
+def test_mixed_dtypes_promote_as_aten_does():
+    x = torch.randn(3, 4)
+    counts = torch.arange(12, dtype=torch.int64).reshape(3, 4) - 5
+    module = _Mixed()
+    graph = ge.parse_pytorch(module, [x, counts])
+    session = ge.Session(ge.compile(graph))
+    got = session.run({value.producer.name: t.numpy()
+                       for value, t in zip(graph.inputs, (x, counts))})
+    for spec, expected in zip(session.executable.outputs, module(x, counts)):
+        value = got[spec.name]
+        assert value.dtype == expected.numpy().dtype and value.shape == tuple(expected.shape)
+        np.testing.assert_allclose(value, expected.numpy(), rtol=1e-6, atol=1e-7)
