@@ -14,9 +14,17 @@
                                 -o FILE.json the optimized graph
     ge verify MODEL             compile with every pass verified on the reference interpreter;
                                 says which pass broke the outputs, at which node, if any
+    ge viz MODEL -o FILE        draw the graph before and after optimization (--before,
+                                --after, --both) as .svg or .png, nodes coloured by
+                                --color-by op|engine|stream; -o FILE.html writes the compile
+                                report: both pictures, what each pass did, the memory plan
 
-MODEL is an ONNX file (``.onnx``) or a GE graph in its JSON form (``.json``); ``ge run``
-and ``ge info`` also take an offline model (``.gem``).
+MODEL is an ONNX file (``.onnx``), a TensorFlow frozen graph (``.pb``) or SavedModel
+directory, or a GE graph in its JSON form (``.json``); ``ge run`` and ``ge info`` also take
+an offline model (``.gem``). ``--framework {onnx,tensorflow,ge}`` says which when the name
+does not (as ATC's ``--framework``); ``--input-shape name:1,224,224,3`` (repeated, or
+``;``-separated as ATC writes it) fixes the shape of a TensorFlow input the file leaves
+unknown.
 """
 
 from __future__ import annotations
@@ -38,19 +46,62 @@ from ge.ops import all_op_types, get_schema, node_cost
 from ge.passes import LEVELS
 from ge.passes.verify import DEFAULT_ATOL, DEFAULT_RTOL
 
+#: the model formats ``--framework`` names (ATC's numbers for TensorFlow and ONNX too)
+FRAMEWORKS = {"onnx": "onnx", "5": "onnx", "tensorflow": "tensorflow", "tf": "tensorflow",
+              "3": "tensorflow", "ge": "ge"}
 
-def load_graph(path: str) -> Graph:
-    """Read a model file: ONNX (``.onnx``), GE's JSON form (``.json``), or the graph an
-    offline model (``.gem``) holds (already optimized)."""
+
+def framework_of(path: str) -> str:
+    """The format a model's name says: ``onnx``, ``tensorflow`` (a ``.pb``, or a directory:
+    a SavedModel) or ``ge`` (``.json``, ``.gem``)."""
     file = Path(path)
+    if file.suffix == ".onnx":
+        return "onnx"
+    if file.suffix == ".pb" or file.is_dir():
+        return "tensorflow"
+    if file.suffix in (".json", ".gem"):
+        return "ge"
+    raise ge.errors.ModelFormatError(f"{path}: GE reads .onnx models, TensorFlow .pb graphs and "
+                                     f"SavedModel directories, .json graphs and .gem offline "
+                                     f"models (--framework says which a file is)")
+
+
+def parse_input_shapes(specs: Optional[Sequence[str]]) -> dict[str, list[int]]:
+    """``["x:1,224,224,3", "y:1,10;z:2"]`` -> ``{"x": [1, 224, 224, 3], "y": [1, 10],
+    "z": [2]}`` (``-1`` or ``?`` for a size left dynamic)."""
+    shapes: dict[str, list[int]] = {}
+    for spec in specs or ():
+        for part in filter(None, (p.strip() for p in spec.split(";"))):
+            name, colon, sizes = part.rpartition(":")
+            try:
+                dims = [-1 if d.strip() in ("?", "-1") else int(d) for d in sizes.split(",")
+                        if d.strip()]
+            except ValueError:
+                dims = []
+            if not colon or not name or not dims:
+                raise ge.errors.InputError(f"--input-shape {part!r}: expected NAME:D1,D2,... "
+                                           f"(e.g. x:1,224,224,3)")
+            shapes[name] = dims
+    return shapes
+
+
+def load_graph(path: str, framework: Optional[str] = None,
+               input_shapes: Optional[dict[str, list[int]]] = None) -> Graph:
+    """Read a model: ONNX (``.onnx``), TensorFlow (a frozen ``.pb`` or a SavedModel
+    directory, with ``input_shapes`` for inputs it leaves unknown), GE's JSON form
+    (``.json``), or the graph an offline model (``.gem``) holds (already optimized).
+    ``framework`` (``onnx``, ``tensorflow``, ``ge``) overrides what the name says."""
+    file = Path(path)
+    kind = FRAMEWORKS[framework] if framework else framework_of(path)
+    if input_shapes and kind != "tensorflow":
+        raise ge.errors.InputError("--input-shape applies to TensorFlow models")
+    if kind == "tensorflow":
+        return ge.parse_tensorflow(file, input_shapes=input_shapes)
+    if kind == "onnx":
+        return ge.parse_onnx(file)
     if file.suffix == ".gem":
         return ge.load(file).graph
-    if file.suffix == ".json":
-        return Graph.from_json(file.read_bytes())
-    if file.suffix == ".onnx":
-        return ge.parse_onnx(file)
-    raise ge.errors.ModelFormatError(f"{path}: GE reads .onnx models, .json graphs and .gem "
-                                     f"offline models")
+    return Graph.from_json(file.read_bytes())
 
 
 def graph_info(graph: Graph) -> str:
@@ -98,7 +149,7 @@ def _cmd_ops(args: argparse.Namespace) -> None:
 
 
 def _cmd_info(args: argparse.Namespace) -> None:
-    graph = load_graph(args.model)
+    graph = load_graph(args.model, args.framework, parse_input_shapes(args.input_shape))
     if args.optimized:
         executable = ge.compile(graph, opt_level=args.opt_level)
         print(f"optimized at opt_level {args.opt_level}: {len(graph)} -> "
@@ -108,7 +159,13 @@ def _cmd_info(args: argparse.Namespace) -> None:
         print(executable.plan_text())
         return
     print(graph_info(graph))
-    if args.model.endswith(".onnx"):
+    kind = FRAMEWORKS[args.framework] if args.framework else framework_of(args.model)
+    if kind == "tensorflow" and Path(args.model).is_file():
+        from ge.frontends.tensorflow import tensorflow_op_histogram
+
+        histogram = tensorflow_op_histogram(args.model)
+        print("  TensorFlow ops: " + ", ".join(f"{op} x{n}" for op, n in histogram.most_common()))
+    elif args.model.endswith(".onnx"):
         from ge.frontends.onnx.reference import onnx_op_histogram
 
         histogram = onnx_op_histogram(args.model)
@@ -138,7 +195,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
               f"(compiled at opt_level {executable.report.get('opt_level')})")
         graph = executable.graph
     else:
-        graph = load_graph(args.model)
+        graph = load_graph(args.model, args.framework, parse_input_shapes(args.input_shape))
         executable = ge.compile(graph)
     if args.inputs:
         with np.load(args.inputs, allow_pickle=False) as archive:
@@ -186,7 +243,7 @@ def _check_with_onnxruntime(model: str, feeds: dict[str, np.ndarray],
 
 
 def _cmd_compile(args: argparse.Namespace) -> None:
-    graph = load_graph(args.model)
+    graph = load_graph(args.model, args.framework, parse_input_shapes(args.input_shape))
     executable = ge.compile(graph, opt_level=args.opt_level, verify=args.verify)
     if args.report:
         print(executable.report_text())
@@ -256,6 +313,53 @@ def _cmd_bench(args: argparse.Namespace) -> None:
                   f"figure alone: do not trust either until the cause is found")
 
 
+def _add_model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--framework", choices=sorted(FRAMEWORKS),
+                        help="the model's format when its name does not say: onnx, tensorflow "
+                             "(a .pb or SavedModel directory) or ge (.json, .gem); ATC's 3 "
+                             "and 5 name TensorFlow and ONNX")
+    parser.add_argument("--input-shape", action="append", metavar="NAME:D1,D2,...",
+                        help="the shape of a TensorFlow input the model leaves unknown "
+                             "(repeat it, or separate inputs with ';')")
+
+
+def _memory_plan(executable: ge.Executable, batch: int) -> Any:
+    """The executable's memory plan for the graph's own input shapes, or, when some are
+    unknown, the one of a run on random inputs (unknown sizes ``batch``)."""
+    if all(spec.desc.is_static for spec in executable.inputs):
+        from ge.compiler.loader import static_plan
+
+        return static_plan(executable)[1].memory
+    with ge.Session(executable) as session:
+        session.run(random_feeds(executable.graph, batch))
+    return executable.last_plan[1].memory
+
+
+def _cmd_viz(args: argparse.Namespace) -> None:
+    from ge import viz
+
+    suffix = Path(args.output).suffix.lower()
+    if suffix not in viz.FORMATS:
+        raise ge.errors.ModelFormatError(f"{args.output}: ge viz writes .svg, .png or .html")
+    graph = load_graph(args.model, args.framework, parse_input_shapes(args.input_shape))
+    executable = ge.compile(graph, opt_level=args.opt_level)
+    if suffix == ".html":
+        viz.report_html(graph, executable, args.output, _memory_plan(executable, args.batch),
+                        color_by=args.color_by or "engine")
+        print(f"wrote the compile report of {graph.name!r} to {args.output}")
+        return
+    color_by = args.color_by or "op"
+    # engines and streams of the graph as it is come from compiling it without passes
+    before = graph if color_by == "op" else ge.compile(graph, opt_level=0)
+    panels = {"before": (before, f"before optimization ({len(graph)} nodes)"),
+              "after": (executable, f"after optimization at opt_level {args.opt_level} "
+                                    f"({len(executable.graph)} nodes)")}
+    chosen = [panels[args.which]] if args.which in panels else list(panels.values())
+    viz.draw_side_by_side(chosen, args.output, color_by=color_by)
+    print(f"wrote {args.output}: {' and '.join(title for _, title in chosen)}, "
+          f"coloured by {color_by}")
+
+
 def _add_level(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--opt-level", type=int, default=3, choices=sorted(LEVELS),
                         help="0 none, 1 basic, 2 extended (fusions), 3 all (layout); default 3")
@@ -270,12 +374,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ops.set_defaults(handler=_cmd_ops)
     info = commands.add_parser("info", help="describe a graph")
     info.add_argument("model")
+    _add_model_options(info)
     info.add_argument("--optimized", action="store_true",
                       help="describe the graph the optimizer makes of it")
     _add_level(info)
     info.set_defaults(handler=_cmd_info)
     run = commands.add_parser("run", help="run a graph on random or given inputs")
     run.add_argument("model")
+    _add_model_options(run)
     run.add_argument("--inputs", help=".npz file of inputs")
     run.add_argument("--batch", type=int, default=1, help="size of unknown dimensions")
     run.add_argument("--check", action="store_true", help="compare with onnxruntime")
@@ -296,6 +402,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     bench.set_defaults(handler=_cmd_bench)
     compiling = commands.add_parser("compile", help="optimize and compile a graph")
     compiling.add_argument("model")
+    _add_model_options(compiling)
     compiling.add_argument("--report", action="store_true", help="print what each pass did")
     compiling.add_argument("--verify", action="store_true",
                            help="check every pass on the reference interpreter")
@@ -307,6 +414,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     verify.add_argument("model")
     _add_level(verify)
     verify.set_defaults(handler=_cmd_verify)
+    drawing = commands.add_parser("viz", help="draw the graph before and after optimization, "
+                                  "or write the compile report as HTML")
+    drawing.add_argument("model")
+    _add_model_options(drawing)
+    drawing.add_argument("-o", "--output", required=True,
+                         help="the picture (.svg, .png) or the report (.html) to write")
+    drawing.add_argument("--color-by", choices=("op", "engine", "stream"),
+                         help="what the node colours show (default: op; the report's "
+                              "optimized graph: engine)")
+    shown = drawing.add_mutually_exclusive_group()
+    for which in ("before", "after", "both"):
+        shown.add_argument(f"--{which}", dest="which", action="store_const", const=which,
+                           help=f"draw the graph {which} optimization" if which != "both"
+                           else "draw both, side by side (the default)")
+    drawing.add_argument("--batch", type=int, default=1,
+                         help="size of unknown dimensions when planning memory (.html)")
+    _add_level(drawing)
+    drawing.set_defaults(handler=_cmd_viz, which="both")
     args = parser.parse_args(argv)
     try:
         status = args.handler(args)
