@@ -13,7 +13,7 @@ import os as _os
 # before GE keeps its own setting.
 _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "22")
 
-from ge import errors, graphpass  # noqa: E402
+from ge import errors, graphpass, partition  # noqa: E402
 from ge import ops as _ops  # noqa: F401, E402 - registers every op
 from ge.builder import OperatorFactory, constant  # noqa: E402
 from ge.compiler import Executable, compile  # noqa: E402
@@ -45,6 +45,18 @@ def parse_pytorch(module, example_inputs, dynamic_batch=False, *, name=None):
     return parse(module, example_inputs, dynamic_batch, name=name)
 
 
+def parse_tensorflow(model, inputs=None, outputs=None, *, input_shapes=None, name=None):
+    """Translate a TensorFlow frozen ``GraphDef`` (a ``.pb`` path, its bytes or a
+    ``GraphDef``) or a SavedModel directory into a ``ge.Graph``.
+
+    Reading a ``.pb`` needs no TensorFlow (GE decodes the protobuf itself); a SavedModel
+    is frozen through TensorFlow first. See ``ge.frontends.tensorflow.parse_tensorflow``.
+    """
+    from ge.frontends.tensorflow import parse_tensorflow as parse
+
+    return parse(model, inputs, outputs, input_shapes=input_shapes, name=name)
+
+
 def torch_backend(graph_module, example_inputs, **options):
     """GE as a ``torch.compile`` backend (``torch.compile(model, backend="ge")`` finds it
     through the ``torch_dynamo_backends`` entry point). See
@@ -66,5 +78,5 @@ def export_onnx(graph, path=None, **options):
 __all__ = [
     "DataType", "Executable", "Format", "Graph", "Node", "OperatorFactory", "Session", "Tensor",
     "TensorDesc", "Value", "compile", "constant", "errors", "export_onnx", "graphpass", "load",
-    "parse_onnx", "parse_pytorch", "save", "torch_backend",
+    "parse_onnx", "parse_pytorch", "parse_tensorflow", "partition", "save", "torch_backend",
 ]

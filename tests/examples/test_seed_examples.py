@@ -195,3 +195,26 @@ def test_section_7_1_pytorch_conversion_fails_as_written_and_matches_torch_when_
     assert error < 1e-4  # against PyTorch eager on the same weights and inputs
     exported = float(lines[-1].rsplit(":", 1)[1])
     assert exported < 1e-4  # ge.parse_pytorch agrees too
+
+
+def test_section_5_2_partitions_run_bit_exact_and_the_picture_is_a_real_png(tmp_path,
+                                                                           monkeypatch):
+    import struct
+    import zlib
+
+    module = load_example("seed_5_2_partition")
+    monkeypatch.chdir(tmp_path)
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        (plan, difference), printed = quietly(module.main)
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    assert plan.num_stages == 4 and "Pipeline stages: 4" in printed
+    assert difference == 0.0  # the partitions, run in turn, are the unpartitioned session
+    data = (tmp_path / "partition_graph.png").read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    length, kind = struct.unpack(">I4s", data[8:16])
+    assert kind == b"IHDR" and length == 13
+    width, height = struct.unpack(">II", data[16:24])
+    assert 200 <= width <= 8000 and 400 <= height <= 8000  # a tall chain of 16 nodes
+    assert zlib.crc32(data[12:29]) == struct.unpack(">I", data[29:33])[0]

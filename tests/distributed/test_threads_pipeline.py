@@ -1,0 +1,160 @@
+"""The threads pipeline backend: the single-process outputs bit for bit, failures raised
+in the caller with the stage's index, bounded waits, and no thread left after close."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import ge
+from ge import distributed, partition
+from ge.distributed.threads import THREAD_PREFIX
+from ge.ops import create_node
+from tests.partition.cases import assert_same, skip_feed, skip_graph, zoo_case
+
+
+def pipeline_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(THREAD_PREFIX)]
+
+
+def cost_plan(model, stages: int, microbatches: int = 4) -> partition.ExecutionPlan:
+    parts = partition.CostPartitioner().create_partitions(model, num_partitions=stages)
+    return partition.PipelineScheduler().create_schedule(parts, num_microbatches=microbatches)
+
+
+@pytest.mark.parametrize("name, stages", [("resnet18", 4), ("bert", 3)])
+def test_the_pipeline_equals_the_single_process_session(name, stages):
+    case = zoo_case(name)
+    feeds = [case.feed] + [{k: v.copy() for k, v in case.feed.items()} for _ in range(2)]
+    rng = np.random.default_rng(5)
+    for shift, feed in enumerate(feeds[1:], start=1):
+        for key, value in feed.items():
+            if value.dtype == np.float32:
+                feed[key] = rng.standard_normal(value.shape, dtype=np.float32)
+            else:  # token ids and masks: the same values, elsewhere in the sequence
+                feed[key] = np.roll(value, 7 * shift, axis=-1)
+    session = ge.Session(case.executable)
+    wanted = [session.run(feed) for feed in feeds]
+    with distributed.Pipeline(cost_plan(case.executable, stages), backend="threads") as pipeline:
+        assert pipeline.num_stages == stages and len(pipeline_threads()) >= stages
+        assert_same(pipeline.run(case.feed), case.expected)
+        for got, want in zip(pipeline.run_many(feeds), wanted):
+            assert_same(got, want)
+    assert not pipeline_threads()
+
+
+def test_values_skip_stages_and_outputs_come_from_any_stage():
+    graph = skip_graph()
+    partitioner = partition.DepthPartitioner()
+    parts = partitioner.create_partitions(graph, partitioner.analyze_depth(graph),
+                                          num_partitions=7)
+    want = ge.Session(ge.compile(graph, opt_level=0)).run(skip_feed())
+    with distributed.Pipeline(parts, opt_level=0) as pipeline:  # a list: scheduled here
+        for got in pipeline.run_many([skip_feed()] * 5):
+            assert_same(got, want)
+
+
+def gather_graph() -> ge.Graph:
+    """y = Gather(Relu(x), indices): the second stage fails for an index out of range."""
+    graph = ge.Graph("gather")
+    x = create_node("Data", [], {"shape": [4]}, "x", graph)
+    indices = create_node("Data", [], {"shape": [2], "dtype": ge.DataType.DT_INT64}, "indices",
+                          graph)
+    relu = create_node("Relu", [x], {}, "relu", graph)
+    graph.set_outputs([create_node("Gather", [relu, indices], {}, "y", graph)])
+    return graph
+
+
+def gather_feed(index: int) -> dict[str, np.ndarray]:
+    return {"x": np.arange(-1, 3, dtype=np.float32), "indices": np.array([0, index], np.int64)}
+
+
+@pytest.fixture
+def gather_pipeline():
+    graph = gather_graph()
+    partitioner = partition.DepthPartitioner()
+    parts = partitioner.create_partitions(graph, partitioner.analyze_depth(graph),
+                                          num_partitions=2)
+    pipeline = distributed.Pipeline(parts, timeout=5.0, opt_level=0)
+    yield pipeline
+    pipeline.close()
+
+
+def test_a_failing_stage_raises_in_the_caller_with_its_index(gather_pipeline):
+    assert gather_pipeline.run(gather_feed(3))["y"].tolist() == [0.0, 2.0]
+    with pytest.raises(distributed.PipelineError) as caught:
+        gather_pipeline.run_many([gather_feed(1), gather_feed(9), gather_feed(2)])
+    error = caught.value
+    assert error.stage == 1 and error.microbatch == 1
+    assert "stage 1" in str(error) and "out of range" in str(error)
+    assert isinstance(error.__cause__, ge.errors.ExecutionError)
+    # every micro-batch came out: the pipeline goes on working
+    assert gather_pipeline.run(gather_feed(2))["y"].tolist() == [0.0, 1.0]
+
+
+def test_a_bad_feed_is_refused_before_it_enters(gather_pipeline):
+    with pytest.raises(ge.errors.InputError, match="indices"):
+        gather_pipeline.run({"x": np.zeros(4, np.float32)})
+    with pytest.raises(distributed.PipelineError) as caught:  # wrong shape: stage 0 says so
+        gather_pipeline.run({"x": np.zeros(5, np.float32), "indices": np.zeros(2, np.int64)})
+    assert caught.value.stage == 0
+
+
+def test_a_stage_that_stops_answering_times_out_naming_it():
+    graph = gather_graph()
+    partitioner = partition.DepthPartitioner()
+    parts = partitioner.create_partitions(graph, partitioner.analyze_depth(graph),
+                                          num_partitions=2)
+    pipeline = distributed.Pipeline(parts, timeout=0.5, opt_level=0)
+    release = threading.Event()
+    session = pipeline.backend._sessions[1]  # noqa: SLF001 - the test stalls one stage
+    real_run = session.run
+
+    def stalled(feed, profile=False):
+        release.wait(30)
+        return real_run(feed)
+
+    session.run = stalled
+    started = time.monotonic()
+    with pytest.raises(distributed.PipelineError) as caught:
+        pipeline.run(gather_feed(1))
+    assert time.monotonic() - started < 10
+    assert caught.value.stage == 1 and "stage 1" in str(caught.value)
+    with pytest.raises(distributed.PipelineError, match="closed"):
+        pipeline.run(gather_feed(1))
+    release.set()
+    pipeline.close()
+    assert not pipeline_threads()
+
+
+def test_close_leaves_no_threads_running():
+    graph = skip_graph()
+    parts = partition.CostPartitioner().create_partitions(graph, num_partitions=3)
+    before = set(threading.enumerate())
+    pipeline = distributed.Pipeline(parts, opt_level=0)
+    assert len(pipeline_threads()) == 3
+    pipeline.run(skip_feed())
+    pipeline.close()
+    pipeline.close()  # idempotent
+    assert pipeline.closed and not pipeline_threads()
+    assert set(threading.enumerate()) <= before
+    with pytest.raises(distributed.PipelineError, match="closed"):
+        pipeline.run(skip_feed())
+
+
+def test_backends_are_named_and_ray_is_not_there_yet():
+    parts = partition.CostPartitioner().create_partitions(skip_graph(), num_partitions=2)
+    assert distributed.known_backends() == ["ray", "threads"]
+    with pytest.raises(distributed.BackendError, match="known backends: ray, threads"):
+        distributed.Pipeline(parts, backend="mpi")
+    with pytest.raises(distributed.BackendError, match="not available yet") as caught:
+        distributed.Pipeline(parts, backend="ray")
+    assert isinstance(caught.value, ge.errors.GEError)
+    with pytest.raises(distributed.BackendError, match="replicas"):
+        distributed.Pipeline(parts, replicas=2)
+    with pytest.raises(distributed.BackendError, match="ExecutionPlan"):
+        distributed.Pipeline("plan")
+    assert not pipeline_threads()
