@@ -31,6 +31,8 @@ __all__ = [
     "OutOfBoundsError",
     "OutOfMemoryError",
     "NotInitializedError",
+    "PartitionError",
+    "MemoryLimitError",
 ]
 
 
@@ -116,6 +118,22 @@ class OutOfBoundsError(DeviceMemoryError):
 
 class OutOfMemoryError(DeviceMemoryError, builtins.MemoryError):
     """The device heap cannot satisfy an allocation."""
+
+
+class PartitionError(GEError, builtins.ValueError):
+    """A graph cannot be partitioned as asked (a bad count, groups out of order,
+    partitions that do not fit together)."""
+
+
+class MemoryLimitError(PartitionError):
+    """A single node needs more memory than the partition limit allows; ``node``,
+    ``nbytes`` and ``limit`` say which, how much, and the limit."""
+
+    def __init__(self, message: str, node: str = "", nbytes: int = 0, limit: int = 0) -> None:
+        super().__init__(message)
+        self.node = node
+        self.nbytes = nbytes
+        self.limit = limit
 
 
 # The names the issue texts and the ACL facade use.

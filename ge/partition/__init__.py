@@ -20,8 +20,6 @@ executable, whose optimized graph it splits (``runner`` says why that makes runs
 bit-exact). ``PartitionVisualizer`` draws partitions.
 """
 
-from typing import Any
-
 from ge.partition.base import OPTIMIZED_KEY, MemoryLimitError, Partition, PartitionError
 from ge.partition.by_cost import CostPartitioner
 from ge.partition.by_depth import DepthPartitioner
@@ -44,6 +42,7 @@ from ge.partition.runner import (
     optimize,
     run_partitions,
 )
+from ge.partition.visualizer import PartitionVisualizer
 
 __all__ = [
     "CostPartitioner", "DEFAULT_MEMORY_LIMIT", "Dependencies", "Dependency", "DepthPartitioner",
@@ -54,17 +53,3 @@ __all__ = [
     "run_partitions", "summarize",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    """``PartitionVisualizer`` is loaded on first use (its module draws with optional
-    plotting libraries)."""
-    if name == "PartitionVisualizer":
-        try:
-            from ge.partition.visualizer import PartitionVisualizer
-        except ModuleNotFoundError as error:
-            if error.name != "ge.partition.visualizer":
-                raise
-            raise AttributeError("ge.partition.PartitionVisualizer is not available in this "
-                                 "installation (ge/partition/visualizer.py)") from None
-        return PartitionVisualizer
-    raise AttributeError(f"module 'ge.partition' has no attribute {name!r}")

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ge.errors import GEError, GraphError
+from ge.errors import GraphError, MemoryLimitError, PartitionError
 from ge.ir import Graph, Node, Value
 from ge.partition.estimate import (
     SegmentMemory,
@@ -46,20 +46,6 @@ __all__ = ["Partition", "PartitionError", "MemoryLimitError", "OPTIMIZED_KEY", "
 #: "engines", "threads"}``
 OPTIMIZED_KEY = "partition.optimized"
 
-
-class PartitionError(GEError, ValueError):
-    """A graph cannot be partitioned as asked (a bad count, groups out of order,
-    partitions that do not fit together)."""
-
-
-class MemoryLimitError(PartitionError):
-    """A single node needs more memory than the limit allows; names the node."""
-
-    def __init__(self, message: str, node: str = "", nbytes: int = 0, limit: int = 0) -> None:
-        super().__init__(message)
-        self.node = node
-        self.nbytes = nbytes
-        self.limit = limit
 
 
 @dataclass(frozen=True, eq=False)
