@@ -33,6 +33,8 @@ __all__ = [
     "NotInitializedError",
     "PartitionError",
     "MemoryLimitError",
+    "PipelineError",
+    "BackendError",
 ]
 
 
@@ -134,6 +136,21 @@ class MemoryLimitError(PartitionError):
         self.node = node
         self.nbytes = nbytes
         self.limit = limit
+
+
+class PipelineError(ExecutionError):
+    """A pipeline stage failed (or stopped answering); ``stage`` is its index (-1 when
+    no stage is to blame) and ``microbatch`` the position of the feed in the call."""
+
+    def __init__(self, message: str, stage: int = -1, microbatch: int = -1) -> None:
+        super().__init__(message)
+        self.stage = stage
+        self.microbatch = microbatch
+
+
+class BackendError(GEError, builtins.ValueError):
+    """A pipeline backend that is unknown, not available, or asked for what it
+    cannot do."""
 
 
 # The names the issue texts and the ACL facade use.

@@ -1,9 +1,10 @@
-"""``ge.distributed``: running partition pipelines (and, later, data-parallel replicas).
+"""``ge.distributed``: running partition pipelines, and data-parallel replicas of them.
 
 ``Pipeline(plan, backend="threads")`` runs the stages of a
 ``ge.partition.ExecutionPlan`` each on a worker thread of its own, micro-batches
-streaming through bounded queues. Backends are named (``known_backends()``); a Ray
-backend, each stage on an actor, is to come in ``ray_backend.py``.
+streaming through bounded queues; ``backend="ray"`` runs each stage on a Ray actor
+(``ray_backend.py``), tensors passing between actors through Ray's object store, with
+``replicas=N`` copies of the stage chain. Backends are named (``known_backends()``).
 """
 
 from ge.distributed.backends import create_backend, known_backends

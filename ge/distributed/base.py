@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ge.errors import ExecutionError, GEError
+from ge.errors import BackendError, PipelineError
 from ge.partition import ExecutionPlan, Partition, compile_partition
 
 __all__ = ["StageSpec", "Backend", "PipelineError", "BackendError", "stage_specs",
@@ -25,21 +25,6 @@ __all__ = ["StageSpec", "Backend", "PipelineError", "BackendError", "stage_specs
 DEFAULT_TIMEOUT = 120.0
 #: micro-batches that may wait between two stages
 DEFAULT_QUEUE_SIZE = 2
-
-
-class PipelineError(ExecutionError):
-    """A pipeline stage failed (or stopped answering); ``stage`` is its index (-1 when
-    no stage is to blame) and ``microbatch`` the position of the feed in the call."""
-
-    def __init__(self, message: str, stage: int = -1, microbatch: int = -1) -> None:
-        super().__init__(message)
-        self.stage = stage
-        self.microbatch = microbatch
-
-
-class BackendError(GEError, ValueError):
-    """A pipeline backend that is unknown, not available, or asked for what it
-    cannot do."""
 
 
 @dataclass(frozen=True)

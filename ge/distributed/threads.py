@@ -62,11 +62,15 @@ class ThreadsBackend(Backend):
     name = "threads"
 
     def __init__(self, stages: Sequence[StageSpec], *, queue_size: int = DEFAULT_QUEUE_SIZE,
-                 timeout: float = DEFAULT_TIMEOUT, replicas: int = 1) -> None:
+                 timeout: float = DEFAULT_TIMEOUT, replicas: int = 1,
+                 **backend_options: Any) -> None:
+        if backend_options:
+            raise BackendError(f"the threads backend takes no backend_options "
+                               f"({', '.join(sorted(backend_options))})")
         super().__init__(stages, queue_size=queue_size, timeout=timeout, replicas=replicas)
         if replicas != 1:
             raise BackendError("the threads backend runs one replica of the pipeline; "
-                               "data-parallel replicas are not available yet")
+                               "data-parallel replicas run on backend='ray'")
         self._sessions = _sessions(self.stages)
         self._queues: list[queue.Queue[Any]] = [queue.Queue(maxsize=queue_size)
                                                 for _ in self.stages]

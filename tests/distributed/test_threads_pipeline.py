@@ -145,16 +145,16 @@ def test_close_leaves_no_threads_running():
         pipeline.run(skip_feed())
 
 
-def test_backends_are_named_and_ray_is_not_there_yet():
+def test_backends_are_named_and_threads_runs_one_replica():
     parts = partition.CostPartitioner().create_partitions(skip_graph(), num_partitions=2)
     assert distributed.known_backends() == ["ray", "threads"]
-    with pytest.raises(distributed.BackendError, match="known backends: ray, threads"):
+    with pytest.raises(distributed.BackendError, match="known backends: ray, threads") as caught:
         distributed.Pipeline(parts, backend="mpi")
-    with pytest.raises(distributed.BackendError, match="not available yet") as caught:
-        distributed.Pipeline(parts, backend="ray")
     assert isinstance(caught.value, ge.errors.GEError)
     with pytest.raises(distributed.BackendError, match="replicas"):
         distributed.Pipeline(parts, replicas=2)
+    with pytest.raises(distributed.BackendError, match="backend_options"):
+        distributed.Pipeline(parts, backend_options={"num_cpus": 2})
     with pytest.raises(distributed.BackendError, match="ExecutionPlan"):
         distributed.Pipeline("plan")
     assert not pipeline_threads()
