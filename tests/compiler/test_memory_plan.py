@@ -118,7 +118,9 @@ def test_plans_and_arenas_stay_bounded_as_shapes_vary():
     for rows in list(range(1, 41)) + [300, 2, 7]:
         x = np.random.default_rng(rows).standard_normal((rows, 64)).astype(np.float32)
         (got,) = session.run({"x": x}).values()
-        assert_close(got, np.maximum(x @ weights, 0) @ weights, accumulate=True)
+        exact = np.maximum(x.astype(np.float64) @ weights, 0) @ weights
+        # measured against the output's scale: single elements cancel to near zero
+        assert rel_err(got, exact) < 1e-5, rows
         largest = max(largest, session.executable.memory["planned_bytes"])
         assert session.cached_plans <= MAX_PLANS
         assert session.idle_arena_bytes <= ARENAS_KEPT * largest

@@ -14,11 +14,23 @@ import pytest
 
 import ge
 from ge.engines import get_engine
-from ge.engines.torch import _base
+from ge.engines.torch import _base, linear
 from ge.ops import create_node
 from tests.tolerance import assert_close
 
 RNG = np.random.default_rng(7)
+
+#: the size policy (small products and transposes go to NumPy), as the engine has it
+SMALL_PRODUCT_MACS = linear.SMALL_PRODUCT_MACS
+SMALL_TRANSPOSE_ELEMENTS = linear.SMALL_TRANSPOSE_ELEMENTS
+
+
+@pytest.fixture(autouse=True)
+def torch_kernels_at_every_size(monkeypatch):
+    """The kernels under test at the small sizes these tests use: the size policy that
+    sends small products to NumPy is tested on its own, below."""
+    monkeypatch.setattr(linear, "SMALL_PRODUCT_MACS", 0)
+    monkeypatch.setattr(linear, "SMALL_TRANSPOSE_ELEMENTS", 0)
 
 
 def _graph(op_type: str, arrays: Sequence[Optional[np.ndarray]], attrs: dict[str, Any],
@@ -296,8 +308,8 @@ def test_importing_ge_and_compiling_does_not_import_pytorch():
     script = ("import sys, numpy as np, ge\n"
               "from ge.ops import create_node\n"
               "g = ge.Graph('g')\n"
-              "x = create_node('Data', [], {'shape': [2, 3]}, 'x', g)\n"
-              "w = create_node('Const', [], {'value': ge.Tensor(np.ones((3, 3), np.float32))},"
+              "x = create_node('Data', [], {'shape': [64, 64]}, 'x', g)\n"
+              "w = create_node('Const', [], {'value': ge.Tensor(np.ones((64, 64), np.float32))},"
               " 'w', g)\n"
               "g.set_outputs([create_node('MatMul', [x, w], {}, 'y', g)])\n"
               "e = ge.compile(g)\n"
@@ -326,3 +338,69 @@ def test_a_saved_model_loads_without_pytorch_and_runs_its_steps_on_numpy(monkeyp
     assert loaded.engine_histogram() == {"numpy": 1}
     assert "its steps run on numpy" in loaded.report["engines_unavailable"]["torch"]
     assert_close(ge.Session(loaded).run(feed)["op"], want, accumulate=True)
+
+
+def _product_graph(rows: Any, transpose_b: bool = False) -> ge.Graph:
+    graph = ge.Graph("product")
+    x = create_node("Data", [], {"shape": [rows, 256]}, "x", graph)
+    weight = _f32(10, 256) if transpose_b else _f32(256, 10)
+    w = create_node("Const", [], {"value": ge.Tensor(weight)}, "w", graph)
+    b = create_node("Const", [], {"value": ge.Tensor(_f32(10))}, "b", graph)
+    graph.set_outputs([create_node("MatMulBiasAdd", [x, w, b], {"transpose_b": transpose_b},
+                                   "op", graph)])
+    return graph
+
+
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_small_products_go_to_numpy_and_large_ones_stay(monkeypatch, transpose_b):
+    monkeypatch.setattr(linear, "SMALL_PRODUCT_MACS", SMALL_PRODUCT_MACS)
+    small = ge.compile(_product_graph(4, transpose_b), engines=["torch", "numpy"])
+    assert small.report["engines_by_op"] == {"numpy": {"MatMulBiasAdd": 1}}  # decided, shown
+    rows = SMALL_PRODUCT_MACS // (256 * 10) + 1
+    large = ge.compile(_product_graph(rows, transpose_b), engines=["torch", "numpy"])
+    assert large.report["engines_by_op"] == {"torch": {"MatMulBiasAdd": 1}}
+    # a batch known only at run time: the torch kernel sends small products to NumPy
+    graph = _product_graph(-1, transpose_b)
+    dynamic = ge.compile(graph, engines=["torch", "numpy"])
+    assert dynamic.report["engines_by_op"] == {"torch": {"MatMulBiasAdd": 1}}
+    reference = ge.Session(ge.compile(graph, engines=["numpy"]))
+    session = ge.Session(dynamic)
+    for batch in (1, 3, rows):
+        feed = {"x": _f32(batch, 256)}
+        assert_close(session.run(feed)["op"], reference.run(feed)["op"], accumulate=True)
+
+
+def test_small_transposes_go_to_numpy(monkeypatch):
+    monkeypatch.setattr(linear, "SMALL_TRANSPOSE_ELEMENTS", SMALL_TRANSPOSE_ELEMENTS)
+    assert declined("Transpose", [_f32(3, 4, 5)], {"perm": [2, 0, 1]})
+    assert not declined("Transpose", [_f32(64, 16, 32)], {"perm": [2, 0, 1]})
+    graph = ge.Graph("t")
+    x = create_node("Data", [], {"shape": [-1, 4, 5]}, "x", graph)
+    graph.set_outputs([create_node("Transpose", [x], {"perm": [2, 0, 1]}, "op", graph)])
+    session = ge.Session(ge.compile(graph, engines=["torch", "numpy"]))
+    for batch in (2, 1000):  # small on NumPy inside the kernel, large on torch
+        data = _f32(batch, 4, 5)
+        np.testing.assert_array_equal(session.run({"x": data})["op"], data.transpose(2, 0, 1))
+
+
+@pytest.mark.parametrize(("trans_a", "trans_b", "c_shape"),
+                         [(0, 0, (7,)), (1, 1, (1, 7)), (0, 1, None), (1, 0, (5, 7))])
+def test_small_gemms_on_numpy_inside_the_kernel_equal_the_reference(monkeypatch, trans_a,
+                                                                    trans_b, c_shape):
+    monkeypatch.setattr(linear, "SMALL_PRODUCT_MACS", SMALL_PRODUCT_MACS)
+    graph = ge.Graph("gemm")
+    a_shape = [-1, 5] if trans_a else [5, -1]  # the reduced length known only at run time
+    x = create_node("Data", [], {"shape": a_shape}, "x", graph)
+    w = create_node("Const", [], {"value": ge.Tensor(_f32(7, 9) if trans_b else _f32(9, 7))},
+                    "w", graph)
+    inputs = [x, w]
+    if c_shape is not None:
+        inputs.append(create_node("Const", [], {"value": ge.Tensor(_f32(*c_shape))}, "c",
+                                  graph))
+    graph.set_outputs([create_node("Gemm", inputs, {"transA": trans_a, "transB": trans_b,
+                                                    "alpha": 0.5, "beta": 2.0}, "op", graph)])
+    executable = ge.compile(graph, engines=["torch", "numpy"])
+    assert executable.report["engines_by_op"] == {"torch": {"Gemm": 1}}
+    feed = {"x": _f32(9, 5) if trans_a else _f32(5, 9)}
+    want = ge.Session(ge.compile(graph, engines=["numpy"])).run(feed)["op"]
+    assert_close(ge.Session(executable).run(feed)["op"], want, accumulate=True)

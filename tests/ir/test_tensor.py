@@ -129,16 +129,22 @@ def test_compact_lets_a_mostly_unused_buffer_go():
     import gc
     import weakref
 
-    from ge.ir.tensor import compact
+    from ge.ir.tensor import aligned_copy, compact
 
-    big = np.arange(1000, dtype=np.float32)
+    big = aligned_copy(np.arange(1000, dtype=np.float32))
     big.setflags(write=False)
-    gone = weakref.ref(big)
-    small, middle = Tensor.wrap(big[:10]), Tensor.wrap(big[500:800])
+    root = big
+    while root.base is not None:  # the memory itself, which views keep alive
+        root = root.base
+    gone = weakref.ref(root)
+    del root
+    # views starting on 64-byte boundaries: wrap keeps them as views
+    small, middle = Tensor.wrap(big[:10]), Tensor.wrap(big[512:800])
     pending = Tensor.scaled(big.reshape(10, 100), np.ones(10), 0)  # not counted
-    assert compact([small, middle, small, pending]) == (10 + 300) * 4
+    assert compact([small, middle, small, pending]) == (10 + 288) * 4
     np.testing.assert_array_equal(small.numpy(), np.arange(10, dtype=np.float32))
     assert not small.numpy().flags.writeable
+    assert small.numpy().ctypes.data % 64 == 0 and middle.numpy().ctypes.data % 64 == 0
     del big
     gc.collect()
     assert gone() is not None  # the pending tensor still reads it
@@ -148,9 +154,25 @@ def test_compact_lets_a_mostly_unused_buffer_go():
 
 
 def test_compact_keeps_views_of_a_buffer_mostly_in_use():
-    from ge.ir.tensor import compact
+    from ge.ir.tensor import aligned_copy, compact
 
-    big = np.arange(100, dtype=np.float32)
+    big = aligned_copy(np.arange(100, dtype=np.float32))
     big.setflags(write=False)
     half = Tensor.wrap(big[:60])
     assert compact([half]) == 0 and half.numpy().base is not None
+
+
+def test_constants_start_on_a_cache_line_and_compact_aligns_misaligned_views():
+    from ge.ir.tensor import ALIGNMENT, compact
+
+    raw = np.frombuffer(b"\x00" * 3 + np.arange(64, dtype=np.float32).tobytes(), np.uint8)
+    view = raw[3:].view(np.float32)  # as a model file's bytes may lie: not even 4-aligned
+    view.setflags(write=False)
+    wrapped = Tensor.wrap(view)
+    assert np.shares_memory(wrapped.numpy(), raw)  # parsing copies nothing
+    assert compact([wrapped], keep_share=0.0) == 64 * 4  # compiling gives it its own bytes
+    assert wrapped.numpy().ctypes.data % ALIGNMENT == 0
+    assert not np.shares_memory(wrapped.numpy(), raw) and not wrapped.numpy().flags.writeable
+    np.testing.assert_array_equal(wrapped.numpy(), np.arange(64, dtype=np.float32))
+    made = Tensor(np.ones((3, 5), np.float64).T)
+    assert made.numpy().ctypes.data % ALIGNMENT == 0 and made.numpy().flags.c_contiguous

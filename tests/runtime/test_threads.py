@@ -37,8 +37,9 @@ def _seen_threads_op():
 
 def _graph():
     graph = ge.Graph("threads")
-    x = create_node("Data", [], {"shape": [4, 4]}, "x", graph)
-    w = create_node("Const", [], {"value": ge.Tensor(np.eye(4, dtype=np.float32))}, "w", graph)
+    # 64 x 64 x 64: a product large enough for the torch engine to take
+    x = create_node("Data", [], {"shape": [64, 64]}, "x", graph)
+    w = create_node("Const", [], {"value": ge.Tensor(np.eye(64, dtype=np.float32))}, "w", graph)
     product = create_node("MatMul", [x, w], {}, "mm", graph)
     graph.set_outputs([create_node("TestSeenThreads", [product], {}, "seen", graph)])
     return graph
@@ -61,7 +62,7 @@ def test_a_run_holds_the_limit_and_gives_blas_back(where, monkeypatch):
     session = ge.Session(executable, threads=1 if where == "session" else None)
     assert session.threads == 1
     SEEN.clear()
-    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    x = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
     np.testing.assert_array_equal(session.run({"x": x})["seen"], x)
     assert SEEN == [(1, 1)]
     assert threads.blas_threads() == before and threads.current_limit() is None
@@ -70,7 +71,7 @@ def test_a_run_holds_the_limit_and_gives_blas_back(where, monkeypatch):
 def test_no_limit_leaves_blas_alone():
     before = threads.blas_threads()
     SEEN.clear()
-    ge.Session(ge.compile(_graph(), engines=["numpy"])).run({"x": np.ones((4, 4), np.float32)})
+    ge.Session(ge.compile(_graph(), engines=["numpy"])).run({"x": np.ones((64, 64), np.float32)})
     assert SEEN == [(before, None)]
 
 
@@ -82,13 +83,13 @@ def test_a_run_on_the_torch_engine_keeps_blas_to_one_thread_and_sets_torch_s_poo
     executable = ge.compile(_graph())
     assert executable.report["engines"]["torch"] == 1  # the product
     SEEN.clear()
-    ge.Session(executable).run({"x": np.ones((4, 4), np.float32)})
+    ge.Session(executable).run({"x": np.ones((64, 64), np.float32)})
     assert SEEN == [(1, None)]  # no limit: torch keeps its pool, BLAS goes quiet
     pools: list[int] = []
     threads.register_pool("probe", lambda: 7, pools.append)
     try:
         SEEN.clear()
-        ge.Session(executable, threads=1).run({"x": np.ones((4, 4), np.float32)})
+        ge.Session(executable, threads=1).run({"x": np.ones((64, 64), np.float32)})
     finally:
         del threads._POOLS["probe"]
     assert SEEN == [(1, 1)] and pools == [1, 7]  # every pool set to the limit, then back
