@@ -343,6 +343,18 @@ def _cmd_viz(args: argparse.Namespace) -> None:
         raise ge.errors.ModelFormatError(f"{args.output}: ge viz writes .svg, .png or .html")
     graph = load_graph(args.model, args.framework, parse_input_shapes(args.input_shape))
     executable = ge.compile(graph, opt_level=args.opt_level)
+    if args.color_by == "partition":
+        if suffix == ".html":
+            raise ge.errors.ModelFormatError("ge viz --color-by partition draws .svg or .png")
+        parts = ge.partition.CostPartitioner().create_partitions(
+            executable, num_partitions=args.partitions)
+        report = ge.partition.summarize(parts)
+        title = (f"{graph.name} after optimization: {len(parts)} stages of balanced cost "
+                 f"(balance {report.balance:.3f})")
+        viz.draw(executable, args.output, color_by="partition",
+                 groups=viz.partition_groups(parts), title=title)
+        print(f"wrote {args.output}: {title}")
+        return
     if suffix == ".html":
         viz.report_html(graph, executable, args.output, _memory_plan(executable, args.batch),
                         color_by=args.color_by or "engine")
@@ -420,9 +432,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     _add_model_options(drawing)
     drawing.add_argument("-o", "--output", required=True,
                          help="the picture (.svg, .png) or the report (.html) to write")
-    drawing.add_argument("--color-by", choices=("op", "engine", "stream"),
+    drawing.add_argument("--color-by", choices=("op", "engine", "stream", "partition"),
                          help="what the node colours show (default: op; the report's "
-                              "optimized graph: engine)")
+                              "optimized graph: engine; partition: the optimized graph cut "
+                              "into --partitions stages of balanced cost)")
+    drawing.add_argument("--partitions", type=int, default=4,
+                         help="stages for --color-by partition (default 4)")
     shown = drawing.add_mutually_exclusive_group()
     for which in ("before", "after", "both"):
         shown.add_argument(f"--{which}", dest="which", action="store_const", const=which,

@@ -58,3 +58,28 @@ def test_before_only_and_bad_outputs(onnx_file, tmp_path, capsys):
     assert ".svg, .png or .html" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["viz", onnx_file, "-o", str(output), "--before", "--after"])
+
+
+def test_the_optimized_graph_coloured_by_partition(onnx_file, tmp_path, capsys):
+    import ge
+    from ge import partition
+
+    output = tmp_path / "parts.svg"
+    assert main(["viz", onnx_file, "-o", str(output), "--color-by", "partition",
+                 "--partitions", "3"]) == 0
+    assert "3 stages of balanced cost" in capsys.readouterr().out
+    # each node's box has its partition's colour: as many fills as stages, each node
+    # filled as the partitioner placed it
+    parts = partition.CostPartitioner().create_partitions(
+        ge.compile(ge.parse_onnx(onnx_file)), num_partitions=3)
+    stage_of = {name: part.index for part in parts for name in part.node_names}
+    root = ET.parse(output).getroot()
+    fills: dict[int, set[str]] = {}
+    for rect in root.iter(f"{SVG}rect"):
+        name = rect.get("data-node")
+        if rect.get("class") == "node" and name in stage_of:
+            fills.setdefault(stage_of[name], set()).add(rect.get("fill"))
+    assert len(fills) == 3 and all(len(f) == 1 for f in fills.values())
+    assert len(set.union(*fills.values())) == 3
+    assert main(["viz", onnx_file, "-o", str(tmp_path / "p.html"), "--color-by",
+                 "partition"]) == 1
