@@ -134,13 +134,59 @@ def _small_cheap_ops_on_torch(monkeypatch, request):
 
 def test_small_cheap_ops_stay_on_numpy_and_large_or_dynamic_ones_go_to_torch() -> None:
     assert "Relu" in elementwise.CHEAP and "Erf" not in elementwise.CHEAP
-    small, large = sample((4, 16)), sample((64, 512))
+    small, large = sample((4, 16)), sample((128, 512))
+    assert large.size >= elementwise.CHEAP_MIN_ELEMENTS > small.size
     assert declines("Relu", [small]) and declines("Add", [small, small])
     assert not declines("Relu", [large]) and not declines("Add", [large, large])
     assert not declines("Erf", [small])  # NumPy's erf is slow at every size
     graph = Graph("dynamic")
     x = create_node("Data", [], {"shape": [-1, 16]}, "x", graph)
     assert ENGINE.supports(create_node("Relu", [x], {}, "relu", graph))
+
+
+@pytest.mark.parametrize("op_type", ["Relu", "Add", "Cast"])
+def test_cheap_ops_of_a_dynamic_size_run_small_calls_on_numpy_and_large_on_torch(
+        op_type: str, monkeypatch) -> None:
+    from ge.engines import get_engine
+
+    graph = Graph("dynamic")
+    x = create_node("Data", [], {"shape": [-1, 1024]}, "x", graph)
+    inputs = [x, x] if op_type == "Add" else [x]
+    attrs = {"dtype": "DT_INT32"} if op_type == "Cast" else {}
+    node = create_node(op_type, inputs, attrs, "op", graph)
+    graph.set_outputs([node])
+    calls: list[str] = []
+    numpy_engine = get_engine("numpy")
+    bind = numpy_engine.bind_node
+
+    def spying(bound_node):
+        bound = bind(bound_node)
+        kernel, writer = bound.kernel, bound.writer
+
+        def spied_kernel(inputs):
+            calls.append("numpy")
+            return kernel(inputs)
+
+        def spied_writer(inputs, outs):
+            calls.append("numpy")
+            writer(inputs, outs)
+
+        return type(bound)(spied_kernel, spied_writer, bound.allocates)
+
+    monkeypatch.setattr(numpy_engine, "bind_node", spying)
+    executable = ge.compile(graph, opt_level=0, engines=["torch", "numpy"])
+    assert executable.report["engines_by_op"] == {"torch": {op_type: 1}}
+    session = ge.Session(executable)
+    for rows in (2, 128):  # 2k elements on NumPy, 128k on torch
+        data = sample((rows, 1024), seed=rows) * 100
+        if op_type == "Relu":
+            want = np.maximum(data, 0)
+        elif op_type == "Add":
+            want = data + data
+        else:
+            want = data.astype(np.int32)
+        np.testing.assert_array_equal(session.run({"x": data})["op"], want)
+    assert calls == ["numpy"]
 
 
 

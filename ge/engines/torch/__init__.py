@@ -25,7 +25,10 @@ slow each other several-fold (see ``threads.ENGINE_POOLS``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Optional
+
+import numpy as np
 
 from ge.engines.base import BoundKernel, BoundNode, Engine, WritingKernel, register_engine
 from ge.engines.torch import _base
@@ -33,6 +36,10 @@ from ge.errors import UnsupportedOpError
 from ge.ir import Node
 
 __all__ = ["TorchEngine"]
+
+#: ops whose small calls run on the NumPy engine's kernel when their size is known only
+#: at run time (a known size decides at compile time: ``elementwise.CHEAP``)
+RUNTIME_SMALL_OPS = frozenset({"Cast"})
 
 _FAMILIES_LOADED = False
 
@@ -68,7 +75,7 @@ class TorchEngine(Engine):
             raise UnsupportedOpError(f"the torch engine has no kernel for {node.op_type} "
                                      f"node {node.name!r}")
         _import_torch()
-        return entry.bind(node)
+        return _small_on_numpy(node, entry.bind(node))
 
     def bind(self, node: Node) -> BoundKernel:
         return self.bind_node(node).kernel
@@ -95,3 +102,39 @@ def _import_torch() -> None:
 
 
 register_engine(TorchEngine())
+
+
+def _small_on_numpy(node: Node, bound: BoundNode) -> BoundNode:
+    """``bound``, or the NumPy engine's kernel for the cheap ops when their output has
+    under ``elementwise.CHEAP_MIN_ELEMENTS`` elements: below that size a NumPy ufunc
+    costs less than a torch call and its tensor wrapping. The compiler's check decided
+    for sizes known when compiling; a session binds the shapes of each input signature,
+    which settles most of the others here, and the rest (sizes the data decides) are
+    chosen per call."""
+    from ge.engines import get_engine
+    from ge.engines.torch.elementwise import CHEAP, CHEAP_MIN_ELEMENTS
+
+    if node.op_type not in CHEAP and node.op_type not in RUNTIME_SMALL_OPS:
+        return bound
+    small = get_engine("numpy").bind_node(node)
+    large_writer, small_writer = bound.writer, small.writer
+    if large_writer is None or small_writer is None or bound.allocates or small.allocates:
+        return bound
+    size = 1
+    for dim in node.outputs[0].shape:
+        size = size * dim if isinstance(dim, int) and dim >= 0 and size >= 0 else -1
+    if size >= 0:  # a size known here: a session binds each input signature's shapes
+        return small if size < CHEAP_MIN_ELEMENTS else bound
+    large_kernel, small_kernel = bound.kernel, small.kernel
+
+    def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
+        if outs[0].size < CHEAP_MIN_ELEMENTS:
+            small_writer(inputs, outs)
+        else:
+            large_writer(inputs, outs)
+
+    def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
+        size = max((a.size for a in inputs if a is not None), default=0)
+        return small_kernel(inputs) if size < CHEAP_MIN_ELEMENTS else large_kernel(inputs)
+
+    return BoundNode(kernel, writer, bound.allocates)
