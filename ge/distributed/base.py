@@ -18,8 +18,8 @@ from typing import Any, Optional
 from ge.errors import BackendError, PipelineError
 from ge.partition import ExecutionPlan, Partition, compile_partition
 
-__all__ = ["StageSpec", "Backend", "PipelineError", "BackendError", "stage_specs",
-           "DEFAULT_TIMEOUT", "DEFAULT_QUEUE_SIZE"]
+__all__ = ["StageSpec", "FailedStage", "Backend", "PipelineError", "BackendError",
+           "stage_specs", "outcome", "DEFAULT_TIMEOUT", "DEFAULT_QUEUE_SIZE"]
 
 #: seconds a pipeline waits without any micro-batch finishing before it gives up
 DEFAULT_TIMEOUT = 120.0
@@ -95,6 +95,22 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def closed(self) -> bool:
         """True once ``close`` has run."""
+
+
+@dataclass(frozen=True)
+class FailedStage:
+    """What a failed stage hands on in place of its values: the stage and the error."""
+
+    stage: int
+    error: BaseException
+
+
+def outcome(microbatch: int, payload: Any) -> dict[str, Any]:
+    """A micro-batch's outputs, or its stage's failure raised as ``PipelineError``."""
+    if isinstance(payload, FailedStage):
+        raise PipelineError(failure_message(payload.stage, microbatch, payload.error),
+                            stage=payload.stage, microbatch=microbatch) from payload.error
+    return dict(payload)
 
 
 def failure_message(stage: int, microbatch: Optional[int], error: BaseException) -> str:

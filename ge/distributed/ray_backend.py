@@ -38,7 +38,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, NoReturn, Optional, Union
 
 import numpy as np
@@ -53,9 +52,11 @@ from ge.distributed.base import (
     DEFAULT_TIMEOUT,
     Backend,
     BackendError,
+    FailedStage,
     PipelineError,
     StageSpec,
     failure_message,
+    outcome,
 )
 from ge.errors import GEError
 from ge.partition import compile_options_for
@@ -129,14 +130,6 @@ class StageWorker:
 
 #: the Ray actor class running ``StageWorker`` (never restarted: a lost stage fails the run)
 _StageActor: Any = ray.remote(max_restarts=0, max_task_retries=0)(StageWorker)
-
-
-@dataclass(frozen=True)
-class _Failure:
-    """A micro-batch whose stage raised: the stage and GE's view of the error."""
-
-    stage: int
-    error: BaseException
 
 
 class RayBackend(Backend):
@@ -250,10 +243,10 @@ class RayBackend(Backend):
             if self._broken is not None:
                 raise PipelineError(self._broken)
             results = self._stream(feeds)
-        return [self._outcome(ticket, results[ticket]) for ticket in range(len(feeds))]
+        return [outcome(ticket, results[ticket]) for ticket in range(len(feeds))]
 
     def _stream(self, feeds: Sequence[Mapping[str, Any]]) -> dict[int, Any]:
-        """Per micro-batch, its last stage's values or its ``_Failure``."""
+        """Per micro-batch, its last stage's values or its ``FailedStage``."""
         limit = self.replicas * (len(self.stages) + self.queue_size)
         in_flight: dict[int, list[Any]] = {}  # ticket -> its stage calls' refs
         results: dict[int, Any] = {}
@@ -294,14 +287,14 @@ class RayBackend(Backend):
 
     def _fetch(self, ticket: int, ref: Any) -> Any:
         """The last stage's values for ``ticket`` (arrays copied out of the object
-        store), its ``_Failure``, or ``PipelineError`` when an actor is lost."""
+        store), its ``FailedStage``, or ``PipelineError`` when an actor is lost."""
         try:
             values = ray.get(ref, timeout=self.timeout)
         except RayError as error:
             # a later stage given a failed value fails with the error that made it
             cause = getattr(error, "cause", None) if isinstance(error, RayTaskError) else error
             if isinstance(cause, StageFailure):
-                return _Failure(cause.stage, cause.error())
+                return FailedStage(cause.stage, cause.error())
             if isinstance(cause, RayActorError):
                 replica, stage = self._where.get(cause.actor_id or "", (-1, -1))
                 self._break(failure_message(stage, ticket, cause)
@@ -326,13 +319,6 @@ class RayBackend(Backend):
         self._broken = message + "; the pipeline is closed"
         self._kill_actors()
         raise PipelineError(self._broken, stage=stage, microbatch=ticket)
-
-    @staticmethod
-    def _outcome(ticket: int, payload: Any) -> dict[str, Any]:
-        if isinstance(payload, _Failure):
-            raise PipelineError(failure_message(payload.stage, ticket, payload.error),
-                                stage=payload.stage, microbatch=ticket) from payload.error
-        return dict(payload)
 
     def close(self) -> None:
         """Kill the stage actors and, when this pipeline started Ray and is the last

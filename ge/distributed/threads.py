@@ -22,7 +22,6 @@ import queue
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Optional
 
 from ge.distributed.base import (
@@ -30,9 +29,11 @@ from ge.distributed.base import (
     DEFAULT_TIMEOUT,
     Backend,
     BackendError,
+    FailedStage,
     PipelineError,
     StageSpec,
     failure_message,
+    outcome,
 )
 from ge.errors import GEError
 from ge.session import Session
@@ -46,14 +47,6 @@ THREAD_PREFIX = "ge-pipeline"
 
 _STOP = object()
 _numbers = itertools.count()
-
-
-@dataclass(frozen=True)
-class _Failure:
-    """What a failed stage hands on in place of values."""
-
-    stage: int
-    error: BaseException
 
 
 class ThreadsBackend(Backend):
@@ -109,12 +102,12 @@ class ThreadsBackend(Backend):
             if item is _STOP:
                 return
             ticket, payload = item
-            if not isinstance(payload, _Failure):
+            if not isinstance(payload, FailedStage):
                 self._busy[index] = (ticket, time.monotonic())
                 try:
                     payload = stage.advance(payload, session.run)
                 except Exception as error:  # noqa: BLE001 - handed to the caller, with the stage
-                    payload = _Failure(index, error)
+                    payload = FailedStage(index, error)
                 finally:
                     self._busy[index] = None
             if not self._put(outbox, (ticket, payload)):
@@ -148,7 +141,7 @@ class ThreadsBackend(Backend):
                     deadline = self._collect(results, deadline, block=False)
             while len(results) < len(feeds):
                 deadline = self._collect(results, deadline, block=True)
-        return [self._outcome(ticket, results[ticket]) for ticket in range(len(feeds))]
+        return [outcome(ticket, results[ticket]) for ticket in range(len(feeds))]
 
     def _collect(self, results: dict[int, Any], deadline: float, block: bool) -> float:
         """Take the results ready (waiting a poll for one when ``block``); the new
@@ -181,13 +174,6 @@ class ThreadsBackend(Backend):
         self._broken = message
         self._stop.set()
         raise PipelineError(message, stage=stage, microbatch=ticket)
-
-    @staticmethod
-    def _outcome(ticket: int, payload: Any) -> dict[str, Any]:
-        if isinstance(payload, _Failure):
-            raise PipelineError(failure_message(payload.stage, ticket, payload.error),
-                                stage=payload.stage, microbatch=ticket) from payload.error
-        return dict(payload)
 
     def close(self) -> None:
         """Stop every stage thread (a run in progress ends at its stage's current

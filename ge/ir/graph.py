@@ -395,7 +395,7 @@ class Graph:
         for node in self.topological_order():
             inputs = [None if v is None else mapping[id(v)] for v in node._inputs]
             descs = [v.desc for v in node.outputs]
-            new = Node(node.op_type, inputs, _copy_attrs(node.attrs), descs, node.name)
+            new = Node(node.op_type, inputs, copy_attrs(node.attrs), descs, node.name)
             for old_value, new_value in zip(node.outputs, new.outputs):
                 new_value._name = old_value._name
                 mapping[id(old_value)] = new_value
@@ -420,7 +420,7 @@ class Graph:
             if id(node) not in needed:
                 continue
             new_inputs = [None if v is None else mapping[id(v)] for v in node._inputs]
-            new = Node(node.op_type, new_inputs, _copy_attrs(node.attrs),
+            new = Node(node.op_type, new_inputs, copy_attrs(node.attrs),
                        [v.desc for v in node.outputs], node.name)
             for old_value, new_value in zip(node.outputs, new.outputs):
                 new_value._name = old_value._name
@@ -525,7 +525,8 @@ def _sorted_topologically(nodes: list[Node], name: str) -> list[Node]:
     return order
 
 
-def _copy_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+def copy_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+    """Attributes for a copy of a node: lists copied, subgraphs cloned, tensors shared."""
     copied: dict[str, Any] = {}
     for key, value in attrs.items():
         if isinstance(value, Graph):

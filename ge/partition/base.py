@@ -30,6 +30,7 @@ from typing import Any, Optional
 
 from ge.errors import GraphError, MemoryLimitError, PartitionError
 from ge.ir import Graph, Node, Value
+from ge.ir.graph import copy_attrs
 from ge.partition.estimate import (
     SegmentMemory,
     is_step,
@@ -250,14 +251,14 @@ def _build(graph: Graph, index: int, inputs: Sequence[Value], consts: Sequence[N
             raise PartitionError(f"partition {index} of graph {graph.name!r} reads the value "
                                  f"{value.name!r}, a name one of its own nodes has")
         if value.producer.op_type == "Data":
-            attrs = _copy_attrs(value.producer.attrs)
+            attrs = copy_attrs(value.producer.attrs)
         else:
             attrs = {"shape": list(value.shape), "dtype": value.dtype, "format": value.format}
         data = sub.add_op(Node("Data", [], attrs, [value.desc], value.name))
         mapping[id(value)] = data.outputs[0]
     for node in [*consts, *ordered]:
         new = Node(node.op_type, [None if v is None else mapping[id(v)] for v in node.inputs],
-                   _copy_attrs(node.attrs), [v.desc for v in node.outputs], node.name)
+                   copy_attrs(node.attrs), [v.desc for v in node.outputs], node.name)
         for old_value, new_value in zip(node.outputs, new.outputs):
             if old_value.has_explicit_name:
                 new_value.name = old_value.name
@@ -268,16 +269,3 @@ def _build(graph: Graph, index: int, inputs: Sequence[Value], consts: Sequence[N
     except KeyError:  # pragma: no cover - the outputs are made inside by construction
         raise GraphError(f"partition {index}: an output is not made inside it") from None
     return sub
-
-
-def _copy_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
-    """Attributes for a copy of a node: lists copied, subgraphs cloned, tensors shared."""
-    copied: dict[str, Any] = {}
-    for key, value in attrs.items():
-        if isinstance(value, Graph):
-            copied[key] = value.clone()
-        elif isinstance(value, list):
-            copied[key] = list(value)
-        else:
-            copied[key] = value
-    return copied

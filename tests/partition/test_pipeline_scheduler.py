@@ -4,11 +4,15 @@ each stage hands on, the micro-batch timeline, and the seed's section 5.2 progra
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+from pathlib import Path
 
 import pytest
 
 from ge import partition
 from tests.partition.cases import skip_feed, skip_graph, zoo_case
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.fixture(scope="module")
@@ -75,50 +79,18 @@ def test_inconsistent_partitions_are_refused(skip_parts):
         scheduler.create_schedule(skip_parts, num_microbatches=0)
 
 
-class GraphPartitioner:
-    """The seed's section 5.2 class (article lines 572-642), without the visualizer."""
-
-    def __init__(self, graph, num_partitions=4):
-        self.graph = graph
-        self.num_partitions = num_partitions
-
-    def partition_by_depth(self):
-        partitioner = partition.DepthPartitioner()
-        depth_map = partitioner.analyze_depth(self.graph)
-        partitions = partitioner.create_partitions(
-            self.graph,
-            depth_map,
-            num_partitions=self.num_partitions
-        )
-        print(f"Created {len(partitions)} depth-based partitions")
-        return partitions
-
-    def partition_by_memory(self, memory_limit=1024 * 1024 * 1024):
-        partitioner = partition.MemoryPartitioner()
-        memory_usage = partitioner.analyze_memory(self.graph)
-        partitions = partitioner.create_partitions(
-            self.graph,
-            memory_usage,
-            memory_limit=memory_limit
-        )
-        print(f"Created {len(partitions)} memory-based partitions")
-        return partitions
-
-    def create_pipeline(self, partitions):
-        scheduler = partition.PipelineScheduler()
-        dependencies = scheduler.analyze_dependencies(partitions)
-        execution_plan = scheduler.create_schedule(
-            partitions,
-            dependencies
-        )
-        print("Created pipeline execution plan")
-        print(f"Pipeline stages: {execution_plan.num_stages}")
-        return execution_plan
+def _seed_program():
+    """examples/seed_5_2_partition.py: the article's section 5.2 class, as it wrote it."""
+    spec = importlib.util.spec_from_file_location(
+        "seed_5_2_partition", EXAMPLES / "seed_5_2_partition.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_the_seed_s_section_5_2_program_flow(capsys):
     graph = zoo_case("resnet18").graph  # the graph as parsed, as the article passes it
-    partitioner = GraphPartitioner(graph, num_partitions=4)
+    partitioner = _seed_program().GraphPartitioner(graph, num_partitions=4)
     partitions = partitioner.partition_by_depth()
     execution_plan = partitioner.create_pipeline(partitions)
     assert len(partitions) == 4 and execution_plan.num_stages == 4

@@ -73,36 +73,17 @@ def test_the_partitioners_partitions_are_drawn(tmp_path):
     assert read_png(output.read_bytes()).width > 0 and scene_groups == {0, 1}
 
 
-class SeedGraphPartitioner:
-    """The article's section 5.2 ``GraphPartitioner``, as far as it draws."""
-
-    def __init__(self, graph, num_partitions=4):
-        self.graph = graph
-        self.num_partitions = num_partitions
-
-    def partition_by_depth(self):
-        from ge import partition
-
-        partitioner = partition.DepthPartitioner()
-        depth_map = partitioner.analyze_depth(self.graph)
-        return partitioner.create_partitions(self.graph, depth_map,
-                                             num_partitions=self.num_partitions)
-
-    def visualize_partitions(self, partitions):
-        from ge import partition
-
-        visualizer = partition.PartitionVisualizer()
-        visualizer.draw_partitions(self.graph, partitions, output="partition_graph.png")
-        print("Partition graph saved to partition_graph.png")
-
-
 def test_the_seed_s_section_5_2_picture(tmp_path, monkeypatch, capsys):
     spec = importlib.util.spec_from_file_location("seed_4_2_cnn", EXAMPLES / "seed_4_2_cnn.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     graph = module.build_cnn_model()  # the article's section 4.2 CNN
     monkeypatch.chdir(tmp_path)
-    partitioner = SeedGraphPartitioner(graph)
+    spec = importlib.util.spec_from_file_location("seed_5_2_partition",
+                                                  EXAMPLES / "seed_5_2_partition.py")
+    program = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(program)
+    partitioner = program.GraphPartitioner(graph)  # the article's class, as it wrote it
     partitions = partitioner.partition_by_depth()
     partitioner.visualize_partitions(partitions)
     assert "Partition graph saved to partition_graph.png" in capsys.readouterr().out

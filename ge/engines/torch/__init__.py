@@ -120,10 +120,8 @@ def _small_on_numpy(node: Node, bound: BoundNode) -> BoundNode:
     large_writer, small_writer = bound.writer, small.writer
     if large_writer is None or small_writer is None or bound.allocates or small.allocates:
         return bound
-    size = 1
-    for dim in node.outputs[0].shape:
-        size = size * dim if isinstance(dim, int) and dim >= 0 and size >= 0 else -1
-    if size >= 0:  # a size known here: a session binds each input signature's shapes
+    size = _base.known_size(node.outputs[0].shape)
+    if size is not None:  # known when binding
         return small if size < CHEAP_MIN_ELEMENTS else bound
     large_kernel, small_kernel = bound.kernel, small.kernel
 

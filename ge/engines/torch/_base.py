@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Binding", "Entry", "register", "entry_of", "registered_op_types", "available",
            "tensor", "array", "const_array", "const_tensor", "is_const", "rank", "one_thread",
-           "FLOAT32", "float32_node"]
+           "FLOAT32", "float32_node", "known_size"]
 
 #: the dtype the engine computes in; other dtypes run on the NumPy engine
 FLOAT32 = DataType.DT_FLOAT
@@ -149,6 +149,16 @@ def rank(node: Node, index: int) -> int:
     """The rank of input ``index`` of ``node`` (-1 when absent)."""
     value = node.inputs[index] if index < len(node.inputs) else None
     return -1 if value is None else len(value.shape)
+
+
+def known_size(dims: Sequence[Any]) -> Optional[int]:
+    """The element count of a shape, or None when a dimension is known only at run time."""
+    size = 1
+    for dim in dims:
+        if not isinstance(dim, int) or dim < 0:
+            return None
+        size *= dim
+    return size
 
 
 def is_const(node: Node, index: int) -> bool:

@@ -45,6 +45,7 @@ from ge.engines.torch._base import (
     Binding,
     const_array,
     float32_node,
+    known_size,
     register,
     tensor,
 )
@@ -570,13 +571,10 @@ CHEAP_MIN_ELEMENTS = 1 << 16
 
 
 def _large_enough(node: Node) -> bool:
-    """False for an output of a known size under ``CHEAP_MIN_ELEMENTS`` elements."""
-    size = 1
-    for dim in node.outputs[0].shape:
-        if not isinstance(dim, int) or dim < 0:
-            return True  # decided by the data: take it
-        size *= dim
-    return size >= CHEAP_MIN_ELEMENTS
+    """False for an output of a known size under ``CHEAP_MIN_ELEMENTS`` elements (a size
+    the data decides is taken, and settled per call: ``TorchEngine.bind_node``)."""
+    size = known_size(node.outputs[0].shape)
+    return size is None or size >= CHEAP_MIN_ELEMENTS
 
 
 def _sized(check: Callable[[Node], bool]) -> Callable[[Node], bool]:

@@ -21,6 +21,7 @@ from ge.engines.torch._base import (
     const_array,
     const_tensor,
     float32_node,
+    known_size,
     rank,
     register,
     tensor,
@@ -94,13 +95,9 @@ def _small_product(node: Node, reduced_axis: int) -> bool:
     """Whether the product's output size times its reduced length (input 0's
     ``reduced_axis``) is known and under ``SMALL_PRODUCT_MACS``."""
     first = node.inputs[0]
-    dims = [*node.outputs[0].shape, first.shape[reduced_axis] if first is not None else -1]
-    macs = 1
-    for dim in dims:
-        if not isinstance(dim, int) or dim < 0:
-            return False
-        macs *= dim
-    return macs < SMALL_PRODUCT_MACS
+    macs = known_size([*node.outputs[0].shape,
+                       first.shape[reduced_axis] if first is not None else -1])
+    return macs is not None and macs < SMALL_PRODUCT_MACS
 
 
 def _check_matmul(node: Node) -> bool:
@@ -257,12 +254,8 @@ def _check_transpose(node: Node) -> bool:
     if node.outputs[0].dtype.np_dtype not in (np.float32, np.float64, np.int64, np.int32) \
             or node.attrs.get("perm") is None:
         return False
-    size = 1
-    for dim in node.outputs[0].shape:
-        if not isinstance(dim, int) or dim < 0:
-            return True  # decided by the data: take it
-        size *= dim
-    return size >= SMALL_TRANSPOSE_ELEMENTS
+    size = known_size(node.outputs[0].shape)
+    return size is None or size >= SMALL_TRANSPOSE_ELEMENTS  # the data decides: take it
 
 
 def _bind_transpose(node: Node) -> Binding:
