@@ -160,8 +160,10 @@ def test_replicas_deal_micro_batches_round_robin_and_keep_their_order(cluster):
 
 @pytest.fixture
 def gather_pipeline(cluster):
+    # actors may take a while to start on a loaded machine; runs then wait 2 s at most
     pipeline = distributed.Pipeline(depth_parts(gather_graph(), 2), backend="ray",
-                                    timeout=2.0, opt_level=0)
+                                    timeout=BOUND, opt_level=0)
+    pipeline.backend.timeout = 2.0
     yield pipeline
     pipeline.close()
 
