@@ -470,6 +470,10 @@ def parse_pytorch(module: Any, example_inputs: Sequence[Any], dynamic_batch: boo
     if dynamic_batch:
         batch = torch.export.Dim("batch", min=1)
         dynamic = tuple({0: batch} for _ in tensors)
+        # torch.export takes a size of 1 for a constant (it specializes 0 and 1): trace
+        # an example of batch 1 at batch 2, each sample twice
+        tensors = tuple(torch.cat([x, x]) if x.dim() and x.shape[0] == 1 else x
+                        for x in tensors)
     return _export_and_translate(module.eval(), tensors, dynamic, name or type(module).__name__)
 
 

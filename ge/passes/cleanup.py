@@ -393,6 +393,20 @@ def _same_shape_op(label: str) -> Rule:
     return rule
 
 
+def _expand_keeping(node: Node) -> Optional[Outcome]:
+    """Expand to a constant target of the input's rank whose every size is 1 or the
+    input's own known size: each axis keeps the input's size, whatever it is at run
+    time (a dynamic batch too)."""
+    source = _input(node)
+    target = _constant(node.inputs[1]) if len(node.inputs) > 1 else None
+    if target is None or target.ndim != 1 or len(target) != len(source.shape) \
+            or node.outputs[0].dtype is not source.dtype:
+        return None
+    keeps = all(int(t) == 1 or (isinstance(d, int) and d >= 0 and int(t) == d)
+                for t, d in zip(target, source.shape))
+    return Outcome("Expand that keeps every size", source) if keeps else None
+
+
 def _tile_by_ones(node: Node) -> Optional[Outcome]:
     return Outcome("Tile by ones", _input(node)) if _const_all(node.inputs[1], 1) else None
 
@@ -484,7 +498,8 @@ class NoOpEliminationPass(_ForwardingPass):
     before -> after: ``Identity(x)`` -> ``x``; ``Dropout(x)`` in inference form (no
     ``training_mode``, or a constant false; its mask unused) -> ``x``; a view
     (``Reshape``/``Squeeze``/``Unsqueeze``/``Flatten``), ``Expand`` or ``Slice`` (unit
-    steps) whose output shape is its input's -> ``x``; a chain of views back to its
+    steps) whose output shape is its input's, or an ``Expand`` to a target of 1s and the
+    input's own sizes (a dynamic size kept) -> ``x``; a chain of views back to its
     source's shape (``Unsqueeze(Squeeze(x))``) -> ``x``; ``view(view(x))`` -> one
     ``Reshape(x, constant)``; a ``Transpose`` that moves only size-1 dimensions (the
     memory order stays) -> ``Reshape`` (a view, merging with the views around it);
@@ -509,7 +524,7 @@ class NoOpEliminationPass(_ForwardingPass):
         "Squeeze": [_view_round_trip, _view_chain],
         "Unsqueeze": [_view_round_trip, _view_chain],
         "Flatten": [_view_round_trip, _view_chain],
-        "Expand": [_same_shape_op("Expand to the same shape")],
+        "Expand": [_same_shape_op("Expand to the same shape"), _expand_keeping],
         "Slice": [_slice_whole],
         "Cast": [_cast],
         "Transpose": [_transpose],

@@ -140,3 +140,17 @@ def test_mixed_dtypes_promote_as_aten_does():
         value = got[spec.name]
         assert value.dtype == expected.numpy().dtype and value.shape == tuple(expected.shape)
         np.testing.assert_allclose(value, expected.numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_a_dynamic_batch_traced_from_an_example_of_one():
+    # torch.export takes a size of 1 for a constant: the frontend traces at 2
+    module = zoo.MODELS["simple_cnn"].factory(seed=0).eval()
+    example = torch.from_numpy(zoo.example_feeds("simple_cnn", batch=1)["input"])
+    graph = ge.parse_pytorch(module, [example], dynamic_batch=True)
+    assert not isinstance(graph.inputs[0].shape[0], int) or graph.inputs[0].shape[0] < 0
+    session = ge.Session(ge.compile(graph))
+    for batch in (1, 3):
+        x = torch.from_numpy(zoo.example_feeds("simple_cnn", batch=batch, seed=batch)["input"])
+        (got,) = session.run({graph.inputs[0].producer.name: x.numpy()}).values()
+        with torch.no_grad():
+            assert rel_err(got, module(x).numpy()) < 1e-5

@@ -122,6 +122,19 @@ def test_no_ops_are_removed_and_the_output_keeps_its_name():
         assert kind in text
 
 
+def test_an_expand_that_keeps_every_size_goes_even_over_a_dynamic_batch():
+    before = Graph("expand")
+    x = data(before, "x", [-1, 4, 8])
+    kept = op(before, "Expand", x, const(before, [1, 4, 1], "int64"))
+    grown = op(before, "Expand", op(before, "Relu", kept), const(before, [2, 1, 4, 8], "int64"))
+    before.set_outputs([op(before, "Relu", grown, name="y")])
+
+    after, records = run_pass(before, NoOpEliminationPass(), sizes={"x": 3})
+
+    assert exprs(after) == ["Relu(Expand(Relu(x), [2, 1, 4, 8]))"]  # the growing one stays
+    assert "Expand that keeps every size 1" in notes(records)
+
+
 def test_an_identity_from_a_graph_input_to_a_graph_output_stays():
     before = Graph("passthrough")
     x = data(before, "x", [2])
