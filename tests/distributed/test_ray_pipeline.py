@@ -22,17 +22,16 @@ import ray
 
 import ge
 from ge import distributed, partition
-from ge.ops import create_node
+from tests.distributed.cases import (
+    assert_a_failing_stage_is_named_and_the_pipeline_goes_on,
+    depth_parts,
+    gather_feed,
+    gather_graph,
+)
 from tests.partition.cases import assert_same, skip_graph, zoo_case
 
 #: every bounded wait of these tests; a hang fails within it
 BOUND = 30.0
-
-
-def depth_parts(graph: ge.Graph, stages: int) -> list[partition.Partition]:
-    partitioner = partition.DepthPartitioner()
-    return partitioner.create_partitions(graph, partitioner.analyze_depth(graph),
-                                         num_partitions=stages)
 
 
 def cost_plan(model, stages: int) -> partition.ExecutionPlan:
@@ -49,21 +48,6 @@ def varied_feeds(feed: dict[str, np.ndarray], count: int) -> list[dict[str, np.n
                       if value.dtype == np.float32 else np.roll(value, 5 * shift, axis=-1)
                       for key, value in feed.items()})
     return feeds
-
-
-def gather_graph() -> ge.Graph:
-    """y = Gather(Relu(x), indices): the second stage fails for an index out of range."""
-    graph = ge.Graph("gather")
-    x = create_node("Data", [], {"shape": [4]}, "x", graph)
-    indices = create_node("Data", [], {"shape": [2], "dtype": ge.DataType.DT_INT64}, "indices",
-                          graph)
-    relu = create_node("Relu", [x], {}, "relu", graph)
-    graph.set_outputs([create_node("Gather", [relu, indices], {}, "y", graph)])
-    return graph
-
-
-def gather_feed(index: int) -> dict[str, np.ndarray]:
-    return {"x": np.arange(-1, 3, dtype=np.float32), "indices": np.array([0, index], np.int64)}
 
 
 def assert_gone(actors) -> None:
@@ -169,15 +153,7 @@ def gather_pipeline(cluster):
 
 
 def test_a_failing_stage_raises_in_the_caller_with_its_index(gather_pipeline):
-    assert gather_pipeline.run(gather_feed(3))["y"].tolist() == [0.0, 2.0]
-    with pytest.raises(distributed.PipelineError) as caught:
-        gather_pipeline.run_many([gather_feed(1), gather_feed(9), gather_feed(2)])
-    error = caught.value
-    assert error.stage == 1 and error.microbatch == 1
-    assert "stage 1" in str(error) and "out of range" in str(error)
-    assert isinstance(error.__cause__, ge.errors.ExecutionError)
-    # a stage's error ends its micro-batch only: the pipeline goes on working
-    assert gather_pipeline.run(gather_feed(2))["y"].tolist() == [0.0, 1.0]
+    assert_a_failing_stage_is_named_and_the_pipeline_goes_on(gather_pipeline)
     with pytest.raises(distributed.PipelineError) as caught:  # wrong shape: stage 0 says so
         gather_pipeline.run({"x": np.zeros(5, np.float32), "indices": np.zeros(2, np.int64)})
     assert caught.value.stage == 0 and caught.value.microbatch == 0

@@ -12,7 +12,12 @@ import pytest
 import ge
 from ge import distributed, partition
 from ge.distributed.threads import THREAD_PREFIX
-from ge.ops import create_node
+from tests.distributed.cases import (
+    assert_a_failing_stage_is_named_and_the_pipeline_goes_on,
+    depth_parts,
+    gather_feed,
+    gather_graph,
+)
 from tests.partition.cases import assert_same, skip_feed, skip_graph, zoo_case
 
 
@@ -48,51 +53,22 @@ def test_the_pipeline_equals_the_single_process_session(name, stages):
 
 def test_values_skip_stages_and_outputs_come_from_any_stage():
     graph = skip_graph()
-    partitioner = partition.DepthPartitioner()
-    parts = partitioner.create_partitions(graph, partitioner.analyze_depth(graph),
-                                          num_partitions=7)
+    parts = depth_parts(graph, 7)
     want = ge.Session(ge.compile(graph, opt_level=0)).run(skip_feed())
     with distributed.Pipeline(parts, opt_level=0) as pipeline:  # a list: scheduled here
         for got in pipeline.run_many([skip_feed()] * 5):
             assert_same(got, want)
 
 
-def gather_graph() -> ge.Graph:
-    """y = Gather(Relu(x), indices): the second stage fails for an index out of range."""
-    graph = ge.Graph("gather")
-    x = create_node("Data", [], {"shape": [4]}, "x", graph)
-    indices = create_node("Data", [], {"shape": [2], "dtype": ge.DataType.DT_INT64}, "indices",
-                          graph)
-    relu = create_node("Relu", [x], {}, "relu", graph)
-    graph.set_outputs([create_node("Gather", [relu, indices], {}, "y", graph)])
-    return graph
-
-
-def gather_feed(index: int) -> dict[str, np.ndarray]:
-    return {"x": np.arange(-1, 3, dtype=np.float32), "indices": np.array([0, index], np.int64)}
-
-
 @pytest.fixture
 def gather_pipeline():
-    graph = gather_graph()
-    partitioner = partition.DepthPartitioner()
-    parts = partitioner.create_partitions(graph, partitioner.analyze_depth(graph),
-                                          num_partitions=2)
-    pipeline = distributed.Pipeline(parts, timeout=5.0, opt_level=0)
+    pipeline = distributed.Pipeline(depth_parts(gather_graph(), 2), timeout=5.0, opt_level=0)
     yield pipeline
     pipeline.close()
 
 
 def test_a_failing_stage_raises_in_the_caller_with_its_index(gather_pipeline):
-    assert gather_pipeline.run(gather_feed(3))["y"].tolist() == [0.0, 2.0]
-    with pytest.raises(distributed.PipelineError) as caught:
-        gather_pipeline.run_many([gather_feed(1), gather_feed(9), gather_feed(2)])
-    error = caught.value
-    assert error.stage == 1 and error.microbatch == 1
-    assert "stage 1" in str(error) and "out of range" in str(error)
-    assert isinstance(error.__cause__, ge.errors.ExecutionError)
-    # every micro-batch came out: the pipeline goes on working
-    assert gather_pipeline.run(gather_feed(2))["y"].tolist() == [0.0, 1.0]
+    assert_a_failing_stage_is_named_and_the_pipeline_goes_on(gather_pipeline)
 
 
 def test_a_bad_feed_is_refused_before_it_enters(gather_pipeline):
@@ -105,9 +81,7 @@ def test_a_bad_feed_is_refused_before_it_enters(gather_pipeline):
 
 def test_a_stage_that_stops_answering_times_out_naming_it():
     graph = gather_graph()
-    partitioner = partition.DepthPartitioner()
-    parts = partitioner.create_partitions(graph, partitioner.analyze_depth(graph),
-                                          num_partitions=2)
+    parts = depth_parts(graph, 2)
     pipeline = distributed.Pipeline(parts, timeout=0.5, opt_level=0)
     release = threading.Event()
     session = pipeline.backend._sessions[1]  # noqa: SLF001 - the test stalls one stage
