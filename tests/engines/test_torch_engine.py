@@ -14,7 +14,7 @@ import pytest
 
 import ge
 from ge.engines import get_engine
-from ge.engines.torch import _base, linear
+from ge.engines.torch import _base, conv, linear
 from ge.ops import create_node
 from tests.tolerance import assert_close
 
@@ -122,15 +122,36 @@ ACTIVATIONS = [("", {}), ("Relu", {}), ("Relu6", {}), ("Clip", {"clip_min": -0.5
                ("LeakyRelu", {"alpha": 0.2}), ("Sigmoid", {}), ("Tanh", {}), ("HardSwish", {})]
 
 
+@pytest.mark.parametrize("kernel", [3, 1])
 @pytest.mark.parametrize("residual", [False, True])
 @pytest.mark.parametrize("activation", ACTIVATIONS, ids=lambda a: a[0] or "none")
-def test_fused_conv2d_activations_and_residual(activation, residual):
+def test_fused_conv2d_activations_and_residual(activation, residual, kernel):
+    """1x1 filters over few pixels take the matrix-product path: the same post-ops."""
     name, extra = activation
-    x, filt, bias = _conv_arrays("NHWC", (1, 8, 6, 6), 8, 3, 1)
-    attrs = {"data_format": "NHWC", "strides": [1, 1], "pads": [1, 1, 1, 1], "groups": 1,
+    x, filt, bias = _conv_arrays("NHWC", (1, 8, 6, 6), 8, kernel, 1)
+    attrs = {"data_format": "NHWC", "strides": [1, 1], "pads": [kernel // 2] * 4, "groups": 1,
              "activation": name, **extra}
     arrays = [x, filt, bias, _f32(1, 6, 6, 8) if residual else None]
     check_on_torch("FusedConv2D", arrays, attrs, const=(1, 2))
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_a_pointwise_convolution_agrees_on_both_sides_of_the_product_threshold(monkeypatch,
+                                                                              residual):
+    x, filt, bias = _conv_arrays("NHWC", (2, 16, 5, 5), 24, 1, 1)
+    attrs = {"data_format": "NHWC", "strides": [1, 1], "padding": "VALID", "groups": 1,
+             "activation": "Relu6"}
+    arrays = [x, filt, bias, _f32(2, 5, 5, 24) if residual else None]
+    graph = _graph("FusedConv2D", arrays, attrs, const=(1, 2))
+    feeds = _feeds(arrays, (1, 2))
+    outputs = []
+    for rows in (0, conv.SMALL_POINTWISE_ROWS):
+        monkeypatch.setattr(conv, "SMALL_POINTWISE_ROWS", rows)
+        executable = ge.compile(graph, opt_level=0, engines=["torch", "numpy"])
+        outputs.append(ge.Session(executable).run(feeds)["op"])
+    want = ge.Session(ge.compile(graph, opt_level=0, engines=["numpy"])).run(feeds)["op"]
+    for got in outputs:
+        assert_close(got, want, accumulate=True, what="pointwise convolution")
 
 
 def test_convolutions_the_engine_declines():

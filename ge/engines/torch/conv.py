@@ -6,7 +6,11 @@ the blocked format the kernel reads (packing at bind time for a shape not yet se
 would pick a format the run-time kernel does not use, and every call would reorder the
 filter again); the bias, the residual add and the activation run inside the kernel as
 post-ops. NHWC activations are handed over as channels-last NCHW views (no copy), and
-oneDNN answers channels-last, which is NHWC again. Asymmetric padding (TensorFlow's
+oneDNN answers channels-last, which is NHWC again. A 1x1 convolution over few pixels
+(``SMALL_POINTWISE_ROWS``: the late stages of MobileNet-style models at small batch)
+runs as one matrix product ``[pixels, C_in] @ [C_in, C_out]`` on the NHWC data instead,
+bias, residual and activation applied on the product: oneDNN's set-up costs more than
+such a product. Asymmetric padding (TensorFlow's
 SAME with an odd total) pads the input first.
 
 Pooling (``MaxPool``, ``AvgPool``) runs torch's channels-last kernels. Both families
@@ -50,6 +54,11 @@ _POST_OPS = {
     "Tanh": lambda attrs: ("tanh", []),
     "HardSwish": lambda attrs: ("hardswish", []),
 }
+
+
+#: a 1x1 convolution over at most this many pixels (batch x height x width) runs as a
+#: matrix product: below it oneDNN's per-call set-up outweighs its faster kernel
+SMALL_POINTWISE_ROWS = 1024
 
 
 def _filter_oihw(node: Node) -> Optional[np.ndarray]:
@@ -123,6 +132,27 @@ def _bind_conv(node: Node) -> Binding:
     convolution = torch.ops.mkldnn._convolution_pointwise.default
     with_residual = torch.ops.mkldnn._convolution_pointwise.binary
     pad = torch.nn.functional.pad
+    # a 1x1 convolution over NHWC data is the product [pixels, C_in] @ [C_in, C_out]
+    as_product = (nhwc and kh == kw == 1 and groups == 1 and strides == [1, 1]
+                  and (window.padding != "EXPLICIT" or not any(window.pads)))
+    activate = None if post_op == "none" else _in_place(post_op, scalars)
+    product_weight: list[Any] = []  # [C_in, C_out], made at the first small input only
+
+    def product(x2: Any, residual: Any) -> Any:
+        if not product_weight:
+            product_weight.append(const_tensor(np.ascontiguousarray(oihw[:, :, 0, 0].T)))
+        weight_kn = product_weight[0]
+        if residual is not None:
+            y = torch.addmm(residual, x2, weight_kn)
+            if bias is not None:
+                y.add_(bias)
+        elif bias is not None:
+            y = torch.addmm(bias, x2, weight_kn)
+        else:
+            y = torch.mm(x2, weight_kn)
+        if activate is not None:
+            activate(y)
+        return y
 
     def pack(x: Any) -> _Packed:
         shape = tuple(x.shape)
@@ -143,6 +173,12 @@ def _bind_conv(node: Node) -> Binding:
         source = inputs[0]
         assert source is not None
         x = tensor(source)
+        rows = source.shape[0] * source.shape[1] * source.shape[2]
+        if as_product and rows <= SMALL_POINTWISE_ROWS:
+            residual = inputs[3] if has_residual else None
+            y = product(x.view(rows, source.shape[3]),
+                        None if residual is None else tensor(residual).view(rows, -1))
+            return [array(y.view(source.shape[0], source.shape[1], source.shape[2], -1))]
         if nhwc:
             x = x.permute(0, 3, 1, 2)
         entry = packed.get(tuple(x.shape)) or pack(x)
@@ -180,6 +216,8 @@ def _in_place(post_op: str, scalars: list[float]) -> Any:
     import torch
 
     functional = torch.nn.functional
+    if post_op == "relu":
+        return torch.relu_
     if post_op == "hardtanh":
         low, high = scalars
         return lambda t: t.clamp_(low, high)
