@@ -13,7 +13,10 @@ bias, residual and activation applied on the product: oneDNN's set-up costs more
 such a product. Asymmetric padding (TensorFlow's
 SAME with an odd total) pads the input first.
 
-Pooling (``MaxPool``, ``AvgPool``) runs torch's channels-last kernels. Both families
+Pooling (``MaxPool``, ``AvgPool``) runs torch's channels-last kernels on NHWC data
+where they are fast, and separable passes of shifted views elsewhere (NCHW data,
+stride-1 and non-overlapping maxima): a max or sum along the rows, then along the
+columns, ``kh + kw`` elementwise passes in all. Both families
 return memory torch allocated (oneDNN has no ``out=`` form): their outputs are planned
 outside the arena. ``GlobalAveragePool`` and ONNX's ``ConvTranspose`` (torch's full
 transposed convolution, cropped or padded as ONNX's geometry says) write into the arena.
@@ -261,6 +264,51 @@ def _check_pool(node: Node) -> bool:
     return True
 
 
+def _taps(x: Any, axis: int, first: int, count: int, stride: int) -> Any:
+    """The view of ``x`` along ``axis`` at ``first``, ``first + stride``, ... (``count``)."""
+    view = x.narrow(axis, first, (count - 1) * stride + 1)
+    if stride == 1:
+        return view
+    index = [slice(None)] * x.dim()
+    index[axis] = slice(None, None, stride)
+    return view[tuple(index)]
+
+
+def _window_reduce(x: Any, axis: int, kernel: int, stride: int, dilation: int, count: int,
+                   is_max: bool) -> Any:
+    """Max or sum of ``kernel`` shifted views of the (padded) ``x`` along ``axis``."""
+    import torch
+
+    combine = torch.maximum if is_max else torch.add
+    if kernel == 1:
+        return _taps(x, axis, 0, count, stride).contiguous()
+    result = combine(_taps(x, axis, 0, count, stride), _taps(x, axis, dilation, count, stride))
+    for tap in range(2, kernel):
+        combine(result, _taps(x, axis, tap * dilation, count, stride), out=result)
+    return result
+
+
+class _PoolPlan:
+    """How one input shape is pooled: padding, and for the separable path the output
+    lengths and the divisor of an average."""
+
+    __slots__ = ("padding", "pre_pad", "separable", "rows", "cols", "divisor")
+
+    def __init__(self, padding: list[int], pre_pad: Optional[list[int]], separable: bool,
+                 rows: int, cols: int, divisor: Any) -> None:
+        self.padding, self.pre_pad, self.separable = padding, pre_pad, separable
+        self.rows, self.cols, self.divisor = rows, cols, divisor
+
+
+def _tap_counts(output: int, size: int, kernel: int, stride: int, dilation: int,
+                begin: int, end: int, include_pad: bool) -> np.ndarray:
+    """Per output position, how many taps of its window an average divides by."""
+    position = (np.arange(output)[:, None] * stride + np.arange(kernel)[None, :] * dilation
+                - begin)
+    low, high = (-begin, size + end) if include_pad else (0, size)
+    return ((position >= low) & (position < high)).sum(axis=1)
+
+
 def _bind_pool(node: Node) -> Binding:
     import torch
 
@@ -272,39 +320,77 @@ def _bind_pool(node: Node) -> Binding:
     is_max = node.op_type == "MaxPool"
     include_pad = bool(node.attrs.get("count_include_pad", False))
     channels_last = torch.channels_last
-    plans: dict[tuple[int, ...], tuple[list[int], Optional[list[int]]]] = {}
+    # NCHW: torch's NCHW pooling kernels are up to 10x slower than its channels-last ones
+    # (a 5x5 max pool over 128x40x40: 6 ms against 0.5 ms), and laying the data out
+    # channels-last first costs as much again, so the window runs as separable passes of
+    # shifted views (rows, then columns: kh + kw passes, not kh * kw). NHWC: torch's
+    # channels-last average is fast; its maximum loses to the passes at stride 1 and
+    # with windows that do not overlap.
+    separable = not nhwc or (is_max and (strides == [1, 1] or strides == [kh, kw]))
+    row_axis, col_axis = (1, 2) if nhwc else (2, 3)
+    plans: dict[tuple[int, ...], _PoolPlan] = {}
 
-    def plan(shape: tuple[int, ...]) -> tuple[list[int], Optional[list[int]]]:
-        rows = plan_axis(window, 0, shape[2], kh)
-        cols = plan_axis(window, 1, shape[3], kw)
-        symmetric = (rows.pad_begin == rows.pad_end and cols.pad_begin == cols.pad_end
-                     and not rows.overhang and not cols.overhang
-                     and 2 * rows.pad_begin <= kh and 2 * cols.pad_begin <= kw)
-        if symmetric:
-            chosen: tuple[list[int], Optional[list[int]]] = ([rows.pad_begin, cols.pad_begin],
-                                                             None)
+    def plan(shape: tuple[int, ...]) -> _PoolPlan:
+        height, width = shape[row_axis], shape[col_axis]
+        rows = plan_axis(window, 0, height, kh)
+        cols = plan_axis(window, 1, width, kw)
+        if separable:
+            pre_pad = [cols.pad_begin, cols.pad_end + cols.overhang,
+                       rows.pad_begin, rows.pad_end + rows.overhang]
+            divisor = None
+            if not is_max:
+                counts = np.outer(
+                    _tap_counts(rows.output, height, kh, strides[0], dilations[0],
+                                rows.pad_begin, rows.pad_end, include_pad),
+                    _tap_counts(cols.output, width, kw, strides[1], dilations[1],
+                                cols.pad_begin, cols.pad_end, include_pad))
+                divisor = torch.from_numpy((1.0 / np.maximum(counts, 1)).astype(np.float32))
+                if nhwc:
+                    divisor = divisor[:, :, None]
+            chosen = _PoolPlan([0, 0], pre_pad if any(pre_pad) else None, True,
+                               rows.output, cols.output, divisor)
         else:
-            chosen = ([0, 0], [cols.pad_begin, cols.pad_end + cols.overhang,
-                               rows.pad_begin, rows.pad_end + rows.overhang])
+            symmetric = (rows.pad_begin == rows.pad_end and cols.pad_begin == cols.pad_end
+                         and not rows.overhang and not cols.overhang
+                         and 2 * rows.pad_begin <= kh and 2 * cols.pad_begin <= kw)
+            if symmetric:
+                chosen = _PoolPlan([rows.pad_begin, cols.pad_begin], None, False, 0, 0, None)
+            else:
+                chosen = _PoolPlan([0, 0], [cols.pad_begin, cols.pad_end + cols.overhang,
+                                            rows.pad_begin, rows.pad_end + rows.overhang],
+                                   False, 0, 0, None)
         plans[shape] = chosen
         return chosen
+
+    fill = float("-inf") if is_max else 0.0
+
+    def pooled_in_passes(x: Any, chosen: _PoolPlan) -> Any:
+        if chosen.pre_pad is not None:
+            # torch pads the last dimensions first: NHWC's channels come last
+            x = functional.pad(x, ([0, 0] if nhwc else []) + chosen.pre_pad, value=fill)
+        # rows first: along the outer axis the shifted views are whole contiguous rows,
+        # and a stride shrinks the data before the strided pass along the inner one
+        x = _window_reduce(x, row_axis, kh, strides[0], dilations[0], chosen.rows, is_max)
+        y = _window_reduce(x, col_axis, kw, strides[1], dilations[1], chosen.cols, is_max)
+        if chosen.divisor is not None:
+            y.mul_(chosen.divisor)
+        return y
 
     def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
         source = inputs[0]
         assert source is not None
         x = tensor(source)
-        # torch's NCHW pooling kernels are up to 10x slower than its channels-last ones
-        # (a 5x5 max pool over 128x40x40: 6 ms against 0.5 ms): NCHW data is laid out
-        # channels-last first
+        chosen = plans.get(tuple(x.shape)) or plan(tuple(x.shape))
+        if chosen.separable:
+            return [array(pooled_in_passes(x, chosen).contiguous())]
         x = x.permute(0, 3, 1, 2) if nhwc else x.contiguous(memory_format=channels_last)
-        padding, pre_pad = plans.get(tuple(x.shape)) or plan(tuple(x.shape))
-        if pre_pad is not None:
-            x = functional.pad(x, pre_pad, value=float("-inf") if is_max else 0.0)
+        if chosen.pre_pad is not None:
+            x = functional.pad(x, chosen.pre_pad, value=fill)
             x = x.contiguous(memory_format=channels_last)
         if is_max:
-            y = functional.max_pool2d(x, (kh, kw), strides, padding, dilations)
+            y = functional.max_pool2d(x, (kh, kw), strides, chosen.padding, dilations)
         else:
-            y = functional.avg_pool2d(x, (kh, kw), strides, padding,
+            y = functional.avg_pool2d(x, (kh, kw), strides, chosen.padding,
                                       count_include_pad=include_pad)
         y = y.permute(0, 2, 3, 1) if nhwc else y
         return [array(y.contiguous())]
