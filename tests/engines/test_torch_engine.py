@@ -191,9 +191,14 @@ POOL_CASES = [
 ]
 
 
+@pytest.mark.parametrize("path", ["chosen", "separable", "torch-kernel"])
 @pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
 @pytest.mark.parametrize("case", POOL_CASES, ids=lambda c: f"{c[0]}-{c[1][0]}-{c[4]}-{c[5]}")
-def test_pooling(case, layout):
+def test_pooling(case, layout, path, monkeypatch):
+    """Each pool on the path the engine picks for its size, and forced onto each of its
+    two implementations (separable passes, torch's pooling kernel)."""
+    if path != "chosen":
+        monkeypatch.setattr(conv, "_separable_pool", lambda *args: path == "separable")
     op_type, ksize, strides, pads, padding, ceil_mode, extra = case
     x = _f32(2, 9, 9, 5) if layout == "NHWC" else _f32(2, 5, 9, 9)
     attrs = {"ksize": ksize, "strides": strides, "padding": padding, "ceil_mode": ceil_mode,

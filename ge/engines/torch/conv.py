@@ -309,6 +309,31 @@ def _tap_counts(output: int, size: int, kernel: int, stride: int, dilation: int,
     return ((position >= low) & (position < high)).sum(axis=1)
 
 
+#: an NHWC max pool of at least this many input elements whose windows do not overlap
+#: runs as separable passes; below it torch's one channels-last call costs less
+SEPARABLE_POOL_MIN_ELEMENTS = 1 << 18
+
+
+def _separable_pool(nhwc: bool, is_max: bool, kernel: tuple[int, int], strides: list[int],
+                    elements: int) -> bool:
+    """Whether a pool runs as separable passes of shifted views (rows, then columns:
+    kh + kw elementwise passes, not kh * kw) rather than torch's pooling kernel.
+
+    NCHW always: torch's NCHW pooling kernels are up to 10x slower than its
+    channels-last ones (a 5x5 max pool over 128x40x40: 6 ms against 0.5 ms), and laying
+    the data out channels-last first costs as much again. NHWC: torch's channels-last
+    average is fast; its maximum loses to the passes at stride 1 with windows of 3x3 or
+    more (a 5x5 over 128x40x40: 0.26 against 0.49 ms), and on large inputs when windows
+    do not overlap."""
+    if not nhwc:
+        return True
+    if not is_max:
+        return False
+    if strides == [1, 1]:
+        return kernel[0] * kernel[1] >= 9
+    return strides == list(kernel) and elements >= SEPARABLE_POOL_MIN_ELEMENTS
+
+
 def _bind_pool(node: Node) -> Binding:
     import torch
 
@@ -320,13 +345,6 @@ def _bind_pool(node: Node) -> Binding:
     is_max = node.op_type == "MaxPool"
     include_pad = bool(node.attrs.get("count_include_pad", False))
     channels_last = torch.channels_last
-    # NCHW: torch's NCHW pooling kernels are up to 10x slower than its channels-last ones
-    # (a 5x5 max pool over 128x40x40: 6 ms against 0.5 ms), and laying the data out
-    # channels-last first costs as much again, so the window runs as separable passes of
-    # shifted views (rows, then columns: kh + kw passes, not kh * kw). NHWC: torch's
-    # channels-last average is fast; its maximum loses to the passes at stride 1 and
-    # with windows that do not overlap.
-    separable = not nhwc or (is_max and (strides == [1, 1] or strides == [kh, kw]))
     row_axis, col_axis = (1, 2) if nhwc else (2, 3)
     plans: dict[tuple[int, ...], _PoolPlan] = {}
 
@@ -334,7 +352,7 @@ def _bind_pool(node: Node) -> Binding:
         height, width = shape[row_axis], shape[col_axis]
         rows = plan_axis(window, 0, height, kh)
         cols = plan_axis(window, 1, width, kw)
-        if separable:
+        if _separable_pool(nhwc, is_max, (kh, kw), strides, int(np.prod(shape))):
             pre_pad = [cols.pad_begin, cols.pad_end + cols.overhang,
                        rows.pad_begin, rows.pad_end + rows.overhang]
             divisor = None
