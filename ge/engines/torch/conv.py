@@ -59,9 +59,11 @@ _POST_OPS = {
 }
 
 
-#: a 1x1 convolution over at most this many pixels (batch x height x width) runs as a
-#: matrix product: below it oneDNN's per-call set-up outweighs its faster kernel
+#: a 1x1 convolution over at most this many pixels (batch x height x width), of at most
+#: ``SMALL_POINTWISE_MACS`` multiply-adds, runs as a matrix product: there oneDNN's
+#: per-call set-up (about 30 us) outweighs its faster kernel
 SMALL_POINTWISE_ROWS = 1024
+SMALL_POINTWISE_MACS = 1 << 23
 
 
 def _filter_oihw(node: Node) -> Optional[np.ndarray]:
@@ -140,6 +142,7 @@ def _bind_conv(node: Node) -> Binding:
                   and (window.padding != "EXPLICIT" or not any(window.pads)))
     activate = None if post_op == "none" else _in_place(post_op, scalars)
     product_weight: list[Any] = []  # [C_in, C_out], made at the first small input only
+    macs_per_row = int(oihw.shape[0]) * int(oihw.shape[1])
 
     def product(x2: Any, residual: Any) -> Any:
         if not product_weight:
@@ -177,7 +180,8 @@ def _bind_conv(node: Node) -> Binding:
         assert source is not None
         x = tensor(source)
         rows = source.shape[0] * source.shape[1] * source.shape[2]
-        if as_product and rows <= SMALL_POINTWISE_ROWS:
+        if as_product and rows <= SMALL_POINTWISE_ROWS \
+                and rows * macs_per_row <= SMALL_POINTWISE_MACS:
             residual = inputs[3] if has_residual else None
             y = product(x.view(rows, source.shape[3]),
                         None if residual is None else tensor(residual).view(rows, -1))
