@@ -188,7 +188,9 @@ def _in_place_activation(name: str) -> Optional[Callable[[Any], Any]]:
     if name == "gelu":
         return lambda t: torch.ops.aten.gelu_(t, approximate="none")
     if name == "gelu_tanh":
-        return lambda t: torch.ops.aten.gelu_(t, approximate="tanh")
+        from ge.engines.torch.elementwise import tanh_gelu
+
+        return lambda t: tanh_gelu(t, t)
     return None
 
 
