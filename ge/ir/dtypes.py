@@ -119,11 +119,17 @@ def _ml_dtype(name: str) -> np.dtype:
     return np.dtype(getattr(ml_dtypes, name))
 
 
+#: DataType -> its NumPy dtype, filled on first use (a run asks for it per input and output)
+_NUMPY_DTYPES: dict[DataType, np.dtype] = {}
+
+
 def to_numpy_dtype(dtype: DataType) -> np.dtype:
     """Map a ``DataType`` to its NumPy dtype."""
-    if dtype in _ML_DTYPES:
-        return _ml_dtype(dtype.value)
-    return np.dtype(dtype.value)
+    found = _NUMPY_DTYPES.get(dtype)
+    if found is None:
+        found = _ml_dtype(dtype.value) if dtype in _ML_DTYPES else np.dtype(dtype.value)
+        _NUMPY_DTYPES[dtype] = found
+    return found
 
 
 def from_numpy_dtype(dtype: Any) -> DataType:

@@ -114,29 +114,45 @@ def set_blas_threads(count: int) -> bool:
     return True
 
 
-@contextlib.contextmanager
-def limited(count: Optional[int], blas: Optional[int] = None) -> Iterator[None]:
+class limited:  # noqa: N801 - used as a function: ``with limited(n):``
     """Run the block with at most ``count`` threads per kernel (None: no limit), and
-    BLAS at ``blas`` threads when given (else at ``count``)."""
-    previous = current_limit()
-    _local.limit = count
-    restore: list[tuple[Callable[[int], None], int]] = []
-    target = blas if blas is not None else count
-    if target is not None:
-        before = blas_threads()
-        if before is not None and before != target and set_blas_threads(target):
-            restore.append((_set_blas, before))
-    if count is not None:
-        for get, set_count in list(_POOLS.values()):
-            had = get()
-            if had != count:
-                set_count(count)
-                restore.append((set_count, had))
-    try:
-        yield
-    finally:
-        _local.limit = previous
-        for set_count, had in reversed(restore):
+    BLAS at ``blas`` threads when given (else at ``count``). A plain class rather than
+    a generator context manager: a run enters it once, and a small run's whole
+    overhead is a few microseconds."""
+
+    __slots__ = ("count", "blas", "previous", "restore")
+
+    def __init__(self, count: Optional[int], blas: Optional[int] = None) -> None:
+        self.count, self.blas = count, blas
+        self.previous: Optional[int] = None
+        self.restore: list[tuple[Callable[[int], None], int]] = []
+
+    def __enter__(self) -> None:
+        count = self.count
+        self.previous = current_limit()
+        _local.limit = count
+        target = self.blas if self.blas is not None else count
+        restore = self.restore
+        try:
+            if target is not None:
+                before = blas_threads()
+                if before is not None and before != target and set_blas_threads(target):
+                    restore.append((_set_blas, before))
+            if count is not None:
+                for get, set_count in list(_POOLS.values()):
+                    had = get()
+                    if had != count:
+                        set_count(count)
+                        restore.append((set_count, had))
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+
+    def __exit__(self, *exc: Any) -> None:
+        _local.limit = self.previous
+        restore = self.restore
+        while restore:
+            set_count, had = restore.pop()
             set_count(had)
 
 
