@@ -240,6 +240,19 @@ def test_conv_transpose(case, bias):
     check_on_torch("ConvTranspose", arrays, {**attrs, "group": group}, const=(1, 2))
 
 
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("kernel, attrs", [
+    ((2, 2), {"strides": [2, 2]}),  # windows that tile the output: one product
+    ((3, 2), {"strides": [3, 2]}),
+    ((2, 2), {"strides": [2, 2], "pads": [1, 0, 0, 1]}),  # cropped: the general path
+    ((2, 2), {"strides": [2, 2], "output_padding": [1, 1]}),
+], ids=str)
+def test_conv_transpose_whose_windows_tile_the_output(kernel, attrs, bias):
+    x, weights = _f32(2, 6, 5, 7), _f32(6, 4, *kernel)
+    check_on_torch("ConvTranspose", [x, weights, _f32(4) if bias else None],
+                   {**attrs, "group": 1}, const=(1, 2))
+
+
 MATMUL_CASES = [((4, 8), (8, 5)), ((2, 3, 4, 8), (8, 6)), ((3, 4, 8), (3, 8, 6)),
                 ((2, 1, 4, 8), (3, 8, 2)), ((1, 8), (8, 1))]
 

@@ -479,7 +479,9 @@ def _check_conv_transpose(node: Node) -> bool:
 
 def _bind_conv_transpose(node: Node) -> Binding:
     """ONNX's ConvTranspose: torch's full transposed convolution, then the cropping (or
-    zero padding) ONNX's pads, output padding or output shape ask for, then the bias."""
+    zero padding) ONNX's pads, output padding or output shape ask for, then the bias;
+    or, for windows that tile the output (stride = kernel, no cropping), one matrix
+    product and a strided copy."""
     import torch
 
     from ge.ops.nn_transpose import transpose_geometry
@@ -509,6 +511,28 @@ def _bind_conv_transpose(node: Node) -> Binding:
         crops[shape] = (widths, outputs)
         return widths, outputs
 
+    # windows that tile the output without overlap (stride = kernel, the 2x up-sampling
+    # of U-Nets and detectors' necks): one product [C_out * kh * kw, C_in] @ [C_in, H * W]
+    # gives every output pixel once; a strided copy puts the kh x kw blocks in place,
+    # adding the bias on the way
+    tiled = strides == kernel and dilations == [1, 1] and groups == 1
+    cout, (kh, kw) = int(weights.shape[1]), kernel
+    weight_rows = const_tensor(np.ascontiguousarray(
+        weights.reshape(weights.shape[0], -1).T)) if tiled else None
+    bias_6d = None if bias is None else bias.reshape(1, -1, 1, 1, 1, 1)
+
+    def tiles_into(source: np.ndarray, out: Any) -> None:
+        n, _, height, width = source.shape
+        x = tensor(source).reshape(n, -1, height * width)
+        assert weight_rows is not None
+        y = torch.matmul(weight_rows, x)  # [n, C_out * kh * kw, H * W]
+        blocks = y.view(n, cout, kh, kw, height, width).permute(0, 1, 4, 2, 5, 3)
+        target = out.view(n, cout, height, kh, width, kw)
+        if bias_6d is None:
+            target.copy_(blocks)
+        else:
+            torch.add(blocks, bias_6d, out=target)
+
     def compute(source: np.ndarray) -> Any:
         widths, _ = crops.get(source.shape) or geometry(source.shape)
         y = transposed(tensor(source), weight, None, strides, 0, 0, groups, dilations)
@@ -518,6 +542,10 @@ def _bind_conv_transpose(node: Node) -> Binding:
         source = inputs[0]
         assert source is not None
         out = tensor(outs[0])
+        widths, _ = crops.get(source.shape) or geometry(source.shape)
+        if tiled and not any(widths):
+            tiles_into(source, out)
+            return
         out.copy_(compute(source))
         if bias is not None:
             out += bias
@@ -525,10 +553,10 @@ def _bind_conv_transpose(node: Node) -> Binding:
     def kernel_fn(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
         source = inputs[0]
         assert source is not None
-        y = compute(source).contiguous()
-        if bias is not None:
-            y = y + bias
-        return [array(y.contiguous())]
+        _, outputs = crops.get(source.shape) or geometry(source.shape)
+        out = np.empty((source.shape[0], cout * groups, *outputs), np.float32)
+        writer(inputs, [out])
+        return [out]
 
     return Binding(kernel_fn, writer)
 
