@@ -188,6 +188,11 @@ POOL_CASES = [
     ("AvgPool", [3, 3], [1, 1], [1, 1, 1, 1], "EXPLICIT", False, {}),
     ("AvgPool", [3, 3], [1, 1], [1, 1, 1, 1], "EXPLICIT", False, {"count_include_pad": True}),
     ("AvgPool", [2, 2], [2, 2], None, "VALID", False, {}),
+    # windows reaching past both ends, and ceil mode past the padding
+    ("MaxPool", [4, 4], [3, 3], [2, 1, 2, 1], "EXPLICIT", True, {}),
+    ("MaxPool", [2, 2], [2, 2], [1, 1, 1, 1], "EXPLICIT", False, {}),
+    ("AvgPool", [2, 2], [2, 2], [1, 1, 1, 1], "EXPLICIT", False, {}),
+    ("AvgPool", [4, 4], [1, 1], [2, 2, 2, 2], "EXPLICIT", False, {"count_include_pad": True}),
 ]
 
 

@@ -278,23 +278,58 @@ def _taps(x: Any, axis: int, first: int, count: int, stride: int) -> Any:
     return view[tuple(index)]
 
 
+def _tap_range(tap: int, begin: int, size: int, stride: int, dilation: int, count: int
+               ) -> tuple[int, int]:
+    """The outputs [low, high) whose window reads tap ``tap`` inside the data: output i
+    reads position i * stride + tap * dilation - begin."""
+    shift = tap * dilation - begin
+    low = max(0, -(shift // stride)) if shift < 0 else 0
+    high = min(count, (size - 1 - shift) // stride + 1) if size - 1 - shift >= 0 else 0
+    return low, max(low, high)
+
+
 def _window_reduce(x: Any, axis: int, kernel: int, stride: int, dilation: int, count: int,
-                   is_max: bool) -> Any:
-    """Max or sum of ``kernel`` shifted views of the (padded) ``x`` along ``axis``."""
+                   begin: int, is_max: bool) -> Any:
+    """Max or sum along ``axis`` over windows of ``kernel`` taps, padded by ``begin``
+    before the data (and as needed after): shifted views of ``x``, each over the
+    outputs it reaches, so no padded copy is made. Positions only padding reaches stay
+    -inf (max) or 0 (sum)."""
     import torch
 
     combine = torch.maximum if is_max else torch.add
-    if kernel == 1:
-        return _taps(x, axis, 0, count, stride).contiguous()
-    result = combine(_taps(x, axis, 0, count, stride), _taps(x, axis, dilation, count, stride))
-    for tap in range(2, kernel):
-        combine(result, _taps(x, axis, tap * dilation, count, stride), out=result)
+    size = x.shape[axis]
+    ranges = [(tap,) + _tap_range(tap, begin, size, stride, dilation, count)
+              for tap in range(kernel)]
+    full = [tap for tap, low, high in ranges if low == 0 and high == count]
+    partial = [(tap, low, high) for tap, low, high in ranges
+               if high > low and not (low == 0 and high == count)]
+
+    def view(tap: int, low: int, high: int) -> Any:
+        return _taps(x, axis, low * stride + tap * dilation - begin, high - low, stride)
+
+    if len(full) >= 2:
+        result = combine(view(full[0], 0, count), view(full[1], 0, count))
+        rest = full[2:]
+    elif full:
+        result = view(full[0], 0, count).clone()
+        rest = []
+    else:
+        shape = list(x.shape)
+        shape[axis] = count
+        result = x.new_full(shape, float("-inf") if is_max else 0.0)
+        rest = []
+    for tap in rest:
+        combine(result, view(tap, 0, count), out=result)
+    for tap, low, high in partial:
+        part = result.narrow(axis, low, high - low)
+        combine(part, view(tap, low, high), out=part)
     return result
 
 
 class _PoolPlan:
-    """How one input shape is pooled: padding, and for the separable path the output
-    lengths and the divisor of an average."""
+    """How one input shape is pooled: padding (for the separable path, the padding
+    before the rows and the columns), and for the separable path the output lengths and
+    the divisor of an average."""
 
     __slots__ = ("padding", "pre_pad", "separable", "rows", "cols", "divisor")
 
@@ -357,8 +392,6 @@ def _bind_pool(node: Node) -> Binding:
         rows = plan_axis(window, 0, height, kh)
         cols = plan_axis(window, 1, width, kw)
         if _separable_pool(nhwc, is_max, (kh, kw), strides, int(np.prod(shape))):
-            pre_pad = [cols.pad_begin, cols.pad_end + cols.overhang,
-                       rows.pad_begin, rows.pad_end + rows.overhang]
             divisor = None
             if not is_max:
                 counts = np.outer(
@@ -369,7 +402,7 @@ def _bind_pool(node: Node) -> Binding:
                 divisor = torch.from_numpy((1.0 / np.maximum(counts, 1)).astype(np.float32))
                 if nhwc:
                     divisor = divisor[:, :, None]
-            chosen = _PoolPlan([0, 0], pre_pad if any(pre_pad) else None, True,
+            chosen = _PoolPlan([rows.pad_begin, cols.pad_begin], None, True,
                                rows.output, cols.output, divisor)
         else:
             symmetric = (rows.pad_begin == rows.pad_end and cols.pad_begin == cols.pad_end
@@ -387,13 +420,12 @@ def _bind_pool(node: Node) -> Binding:
     fill = float("-inf") if is_max else 0.0
 
     def pooled_in_passes(x: Any, chosen: _PoolPlan) -> Any:
-        if chosen.pre_pad is not None:
-            # torch pads the last dimensions first: NHWC's channels come last
-            x = functional.pad(x, ([0, 0] if nhwc else []) + chosen.pre_pad, value=fill)
+        top, left = chosen.padding
         # rows first: along the outer axis the shifted views are whole contiguous rows,
         # and a stride shrinks the data before the strided pass along the inner one
-        x = _window_reduce(x, row_axis, kh, strides[0], dilations[0], chosen.rows, is_max)
-        y = _window_reduce(x, col_axis, kw, strides[1], dilations[1], chosen.cols, is_max)
+        x = _window_reduce(x, row_axis, kh, strides[0], dilations[0], chosen.rows, top, is_max)
+        y = _window_reduce(x, col_axis, kw, strides[1], dilations[1], chosen.cols, left,
+                           is_max)
         if chosen.divisor is not None:
             y.mul_(chosen.divisor)
         return y
