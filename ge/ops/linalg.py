@@ -28,7 +28,7 @@ __all__ = ["einsum_output_shape"]
 _ELLIPSIS = "..."
 
 
-def _split_equation(equation: str, count: int) -> tuple[list[str], str]:
+def split_equation(equation: str, count: int) -> tuple[list[str], str]:
     """The operand terms and the output term (made explicit) of an einsum equation."""
     text = equation.replace(" ", "")
     left, arrow, right = text.partition("->")
@@ -63,7 +63,7 @@ def _labels(term: str, rank: int) -> list[str]:
 
 def einsum_output_shape(equation: str, shapes: Sequence[Sequence[Dim]]) -> tuple[Dim, ...]:
     """The output shape of ``Einsum(equation)`` on inputs of ``shapes``; ValueError if invalid."""
-    terms, output = _split_equation(equation, len(shapes))
+    terms, output = split_equation(equation, len(shapes))
     sizes: dict[str, Dim] = {}
     hidden = 0
     for term, shape in zip(terms, shapes):
@@ -109,7 +109,7 @@ def _einsum_cost(ctx: InferenceContext, outputs: Sequence[TensorDesc]) -> Cost:
 def einsum_kernel(*inputs: np.ndarray, equation: str) -> np.ndarray:
     """Einstein summation, ``y = einsum(equation, *inputs)``, as ONNX defines it (implicit
     output: the labels used once, sorted, after the ellipsis dimensions)."""
-    terms, output = _split_equation(equation, len(inputs))
+    terms, output = split_equation(equation, len(inputs))
     dtype = inputs[0].dtype
     wide = [a.astype(np.float32) if a.dtype.kind not in "fiub" else a for a in inputs]
     result = np.einsum(f"{','.join(terms)}->{output}", *wide, optimize=len(inputs) > 2)

@@ -448,3 +448,19 @@ def test_small_gemms_on_numpy_inside_the_kernel_equal_the_reference(monkeypatch,
     feed = {"x": _f32(9, 5) if trans_a else _f32(5, 9)}
     want = ge.Session(ge.compile(graph, engines=["numpy"])).run(feed)["op"]
     assert_close(ge.Session(executable).run(feed)["op"], want, accumulate=True)
+
+
+@pytest.mark.parametrize("equation, shapes", [
+    ("bhqk,bhkd->bhqd", [(1, 3, 5, 7), (1, 3, 7, 4)]),  # attention's weighted sum
+    ("bhqd,bhkd->bhqk", [(2, 3, 5, 4), (2, 3, 6, 4)]),  # scores against keys
+    ("bij,jk->bik", [(2, 5, 6), (6, 3)]),
+    ("ij,jk", [(4, 5), (5, 3)]),  # implicit output: the labels used once, sorted
+    ("...ij->...ji", [(2, 3, 4, 5)]),
+    ("ii->i", [(5, 5)]),  # a diagonal
+    ("bn,bn->b", [(4, 6), (4, 6)]),
+])
+@pytest.mark.parametrize("const_second", [False, True])
+def test_einsum(equation, shapes, const_second):
+    arrays = [_f32(*shape) for shape in shapes]
+    const = (1,) if const_second and len(arrays) > 1 else ()
+    check_on_torch("Einsum", arrays, {"equation": equation}, const=const)

@@ -1,7 +1,8 @@
 """Matrix products and transposes on torch: MKL's GEMM written straight into the arena.
 
 ``MatMul``, ``Gemm`` and ``MatMulBiasAdd`` call torch's ``out=`` forms (``mm``,
-``addmm``, ``matmul``), so the product lands in the slot the memory plan gave it. A
+``addmm``, ``matmul``), so the product lands in the slot the memory plan gave it.
+``Einsum`` of one or two float32 operands is ``torch.einsum`` (a batched product). A
 constant operand (a layer's weight) is laid out once at bind time as the contiguous
 ``[K, N]`` matrix the GEMM reads fastest; a product over a transposed view of it would
 be up to 2x slower. ``MatMulBiasAdd``'s activation runs in place on the product.
@@ -245,6 +246,53 @@ def _bind_gemm(node: Node) -> Binding:
 
 
 register(("Gemm",), _check_gemm, _bind_gemm)
+
+
+def _check_einsum(node: Node) -> bool:
+    """Float32 Einstein sums of one or two operands: torch contracts a pair through a
+    batched product where NumPy's ``einsum`` loops (8x onnxruntime on attention's
+    ``bhqk,bhkd->bhqd``)."""
+    if not float32_node(node) or not 1 <= len(node.inputs) <= 2:
+        return False
+    from ge.ops.linalg import split_equation
+
+    try:
+        split_equation(str(node.attrs["equation"]), len(node.inputs))
+    except ValueError:
+        return False
+    return True
+
+
+def _bind_einsum(node: Node) -> Binding:
+    import torch
+
+    from ge.ops.linalg import split_equation
+
+    terms, output = split_equation(str(node.attrs["equation"]), len(node.inputs))
+    explicit = f"{','.join(terms)}->{output}"  # ONNX's implicit output spelled out
+    values = [const_array(node, i) for i in range(len(node.inputs))]
+    constants = [None if value is None else const_tensor(value) for value in values]
+
+    def operands(inputs: Sequence[Optional[np.ndarray]]) -> list[Any]:
+        found = []
+        for given, constant in zip(inputs, constants):
+            if constant is not None:
+                found.append(constant)
+            else:
+                assert given is not None
+                found.append(tensor(given))
+        return found
+
+    def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
+        tensor(outs[0]).copy_(torch.einsum(explicit, *operands(inputs)))
+
+    def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
+        return [array(torch.einsum(explicit, *operands(inputs)).contiguous())]
+
+    return Binding(kernel, writer)
+
+
+register(("Einsum",), _check_einsum, _bind_einsum)
 
 
 #: a transpose under this many elements is NumPy's strided copy, which costs less than
