@@ -29,9 +29,11 @@ from ge.passes import PassManager, passes_for_level
 
 __all__ = ["compile", "DEFAULT_ENGINES", "DEFAULT_OPT_LEVEL"]
 
-#: the preference list when ``engines`` is not given: PyTorch's kernels where they apply
-#: (when PyTorch is installed), numba's fused loops, NumPy for the rest
-DEFAULT_ENGINES: tuple[str, ...] = ("torch", "fused", "numpy")
+#: the preference list when ``engines`` is not given: numba's compiled loops for what the
+#: fused engine takes (the recurrences it compiles, which torch runs slower, and ops torch
+#: has no kernel for, such as the fused elementwise regions), PyTorch's kernels where they
+#: apply (when PyTorch is installed), NumPy for the rest
+DEFAULT_ENGINES: tuple[str, ...] = ("fused", "torch", "numpy")
 DEFAULT_OPT_LEVEL = 3
 
 

@@ -1,4 +1,6 @@
-"""The fused engine: each ``FusedElementwise`` node as generated loops compiled by numba.
+"""The fused engine: each ``FusedElementwise`` node as generated loops compiled by numba,
+ONNX's recurrences (``LSTM``, ``GRU``, ``RNN``) as compiled loops over time, and
+``NonMaxSuppression`` as a compiled greedy walk (``detection``).
 
 At bind time the node's steps are lowered to scalar instructions
 (``lowering``), staged into loops and NumPy calls (``plan``), and each loop is
@@ -16,6 +18,12 @@ cost model (``cost``) finds the loops would not beat the unfused ops, when numba
 is missing, and for what the loops cannot express: float16 and bfloat16, integer
 division and powers, inputs that broadcast other than along leading or trailing
 axes (see ``layout``).
+
+A recurrence (``recurrent``) runs a whole sequence per direction in one compiled call
+after one matrix product projects every step's input; its loops are compiled, and
+cached, the same way. ``supports`` takes the float32 recurrences with constant weights
+and the default activations that ``recurrent.refusal`` accepts; the others go to the
+next engine.
 """
 
 from __future__ import annotations
@@ -30,8 +38,8 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from ge.engines.base import BoundKernel, Engine, WritingKernel, register_engine
-from ge.engines.fused import cost, kernels
+from ge.engines.base import BoundKernel, BoundNode, Engine, WritingKernel, register_engine
+from ge.engines.fused import cost, detection, kernels, recurrent
 from ge.engines.fused.codegen import describe, generate
 from ge.engines.fused.layout import Layout, classify
 from ge.engines.fused.lowering import Unsupported, lower
@@ -112,7 +120,8 @@ def analyse(key: _Key) -> Union[Analysis, str]:
 
 
 class FusedElementwiseEngine(Engine):
-    """Runs ``FusedElementwise`` nodes as generated numba loops (and NumPy calls)."""
+    """Runs ``FusedElementwise`` nodes as generated numba loops (and NumPy calls), and
+    LSTM, GRU and RNN nodes as compiled recurrences."""
 
     name = "fused"
 
@@ -128,6 +137,14 @@ class FusedElementwiseEngine(Engine):
     def refusal(self, node: Node) -> Optional[str]:
         """Why this engine does not run ``node`` (None: it does): it cannot, or the cost
         model expects the NumPy engine to be as fast."""
+        if node.op_type in recurrent.OP_TYPES:
+            if kernels.numba_module() is None:
+                return "numba is not installed"
+            return recurrent.refusal(node)
+        if node.op_type in detection.OP_TYPES:
+            if kernels.numba_module() is None:
+                return "numba is not installed"
+            return detection.refusal(node)
         analysis = self.analysis(node)
         if isinstance(analysis, str):
             return analysis
@@ -135,7 +152,10 @@ class FusedElementwiseEngine(Engine):
 
     def supports(self, node: Node) -> bool:
         """True for FusedElementwise nodes the generated loops run faster than NumPy, and
-        that are not known to be too small to repay a compile."""
+        that are not known to be too small to repay a compile; the recurrences the
+        compiled loops take (``recurrent.refusal``); NonMaxSuppression."""
+        if node.op_type in recurrent.OP_TYPES or node.op_type in detection.OP_TYPES:
+            return self.refusal(node) is None
         analysis = self.analysis(node)
         if isinstance(analysis, Analysis) and analysis.size is not None \
                 and analysis.size < COMPILE_MIN_ELEMENTS:
@@ -154,7 +174,12 @@ class FusedElementwiseEngine(Engine):
     def bind(self, node: Node) -> BoundKernel:
         """The node's kernel; its loops are compiled here, once (or loaded from the cache).
         A node the cost model declines still binds (``supports`` is the compiler's
-        question); one the engine cannot run raises ``UnsupportedOpError``."""
+        question); one the engine cannot run raises ``UnsupportedOpError``. A recurrence
+        binds to its compiled loop."""
+        if node.op_type in recurrent.OP_TYPES:
+            return self._bind_recurrent(node)
+        if node.op_type in detection.OP_TYPES:
+            return self._bind_detection(node)
         analysis = self.analysis(node)
         if isinstance(analysis, str):
             raise UnsupportedOpError(f"{node.op_type} node {node.name!r}: the fused engine "
@@ -166,7 +191,12 @@ class FusedElementwiseEngine(Engine):
 
     def bind_writer(self, node: Node) -> Optional[WritingKernel]:
         """The node's kernel writing into the output array it is handed (the compiled
-        loops write the result straight into it); None when the engine cannot run it."""
+        loops write the result straight into it); None when the engine cannot run it.
+        A recurrence's writer fills all its outputs."""
+        if node.op_type in recurrent.OP_TYPES:
+            return _recurrent_writer(self._bind_recurrent(node))
+        if node.op_type in detection.OP_TYPES:
+            return None  # its output's length is the data's to decide
         if isinstance(self.analysis(node), str):
             return None
         kernel = self.bind(node)
@@ -175,6 +205,38 @@ class FusedElementwiseEngine(Engine):
             _run_into(kernel, inputs, outs[0])
 
         return write
+
+    def bind_node(self, node: Node) -> BoundNode:
+        """``bind`` and ``bind_writer`` sharing one binding (a recurrence's weights are
+        laid out once)."""
+        if node.op_type in recurrent.OP_TYPES:
+            kernel = self._bind_recurrent(node)
+            return BoundNode(kernel, _recurrent_writer(kernel))
+        if node.op_type in detection.OP_TYPES:
+            return BoundNode(self._bind_detection(node))
+        return super().bind_node(node)
+
+    def _bind_detection(self, node: Node) -> BoundKernel:
+        reason = "numba is not installed" if kernels.numba_module() is None \
+            else detection.refusal(node)
+        if reason is not None:
+            raise UnsupportedOpError(f"{node.op_type} node {node.name!r}: the fused engine "
+                                     f"cannot run it: {reason}")
+        return detection.bind_nms(node)
+
+    def _bind_recurrent(self, node: Node) -> BoundKernel:
+        reason = "numba is not installed" if kernels.numba_module() is None \
+            else recurrent.refusal(node, by_size=False)
+        if reason is not None:
+            raise UnsupportedOpError(f"{node.op_type} node {node.name!r}: the fused engine "
+                                     f"cannot run it: {reason}")
+        return recurrent.bind_recurrent(node)
+
+
+def _recurrent_writer(kernel: BoundKernel) -> Optional[WritingKernel]:
+    """The writer of a bound recurrence (None for the reference kernel numba failing
+    leaves)."""
+    return kernel.write if isinstance(kernel, recurrent.RecurrentKernel) else None
 
 
 def _run_into(kernel: BoundKernel, inputs: Sequence[Optional[np.ndarray]],
