@@ -647,6 +647,22 @@ def test_top_k(axis: int, largest: int, const: tuple[int, ...]) -> None:
     check("TopK", [x, np.array([0], np.int64)], {"axis": axis, "largest": largest}, const=const)
 
 
+@pytest.mark.parametrize("axis", [-1, 1])
+@pytest.mark.parametrize("largest", [0, 1])
+def test_top_k_by_selection(axis: int, largest: int) -> None:
+    """Distinct values, and ties only inside the k best or only past them: torch's
+    selection, put in the reference's order; a tie across the k-th place: the sort."""
+    x = sample((4, 40, 30))
+    check("TopK", [x, np.array([7], np.int64)], {"axis": axis, "largest": largest})
+    inside = x.copy()  # the three best equal, the k-th unique: selection, reordered
+    best = np.max(x) + 1 if largest else np.min(x) - 1
+    np.moveaxis(inside, axis, 0)[[4, 11, 20]] = best
+    check("TopK", [inside, np.array([5], np.int64)], {"axis": axis, "largest": largest})
+    tied = np.round(sample((4, 40, 30), low=-3, high=3) * 4).astype(np.float32)
+    for k in (1, 5, 29):  # ties across the k-th place: the stable sort
+        check("TopK", [tied, np.array([k], np.int64)], {"axis": axis, "largest": largest})
+
+
 def test_top_k_declines() -> None:
     assert declines("TopK", [sample((4, 5), "float64"), np.array([2], np.int64)])
     assert declines("TopK", [sample((4, 5), "int32"), np.array([2], np.int64)])

@@ -639,6 +639,27 @@ def _check_top_k(node: Node) -> bool:
             and _value(node, 1).dtype in (DataType.DT_INT64, DataType.DT_INT32))
 
 
+def _exact_top_k(x: Any, k: int, axis: int, largest: bool) -> Optional[tuple[Any, Any]]:
+    """The k best along ``axis`` by torch's selection (linear in the axis, where a full
+    sort of 30,000 logits per row took 16 ms against 0.4), in the reference's order
+    (equal values by index), or None when the selection may differ from the stable
+    sort's: NaN in the data, or a value equal to the k-th left out of the selection
+    (which equal values a selection keeps is unspecified)."""
+    import torch
+
+    if k == 0 or k >= x.shape[axis] or bool(torch.isnan(x).any()):
+        return None
+    values, indices = torch.topk(x, k, dim=axis, largest=largest, sorted=True)
+    edge = values.narrow(axis, k - 1, 1)
+    if not torch.equal((x == edge).sum(axis), (values == edge).sum(axis)):
+        return None
+    # equal values inside the selection in index order: by index, then a stable sort
+    indices, by_index = torch.sort(indices, dim=axis)
+    values, by_value = torch.sort(values.gather(axis, by_index), dim=axis,
+                                  descending=largest, stable=True)
+    return values, indices.gather(axis, by_value)
+
+
 def _bind_top_k(node: Node) -> Binding:
     import torch
 
@@ -659,10 +680,14 @@ def _bind_top_k(node: Node) -> Binding:
             x = source(inputs[0])
             if not 0 <= k <= x.shape[axis]:
                 raise ValueError(f"k={k} is out of range for axis {axis} of size {x.shape[axis]}")
-            # a stable sort: equal values keep their index order; NaN sorts as the largest
-            values, indices = sort(x, dim=axis, descending=descending, stable=True)
-            values_of(outs[0]).copy_(values.narrow(axis, 0, k))
-            indices_of(outs[1]).copy_(indices.narrow(axis, 0, k))
+            picked = _exact_top_k(x, k, axis, descending)
+            if picked is None:
+                # a stable sort: equal values keep their index order; NaN sorts as the
+                # largest
+                values, indices = sort(x, dim=axis, descending=descending, stable=True)
+                picked = values.narrow(axis, 0, k), indices.narrow(axis, 0, k)
+            values_of(outs[0]).copy_(picked[0])
+            indices_of(outs[1]).copy_(picked[1])
 
         return writer
 
