@@ -10,7 +10,7 @@ by name).
 optional ``residual`` of the convolution's output shape (a ResNet skip connection) and
 one of the activations in ``ACTIVATIONS``: ``""`` (none), ``Relu``, ``Relu6``, ``Clip``
 (``clip_min``/``clip_max``, an absent bound does not clip), ``LeakyRelu`` (``alpha``),
-``Sigmoid``, ``Tanh`` or ``HardSwish``.
+``Sigmoid``, ``Tanh``, ``HardSwish`` or ``Swish`` (SiLU: x * sigmoid(x)).
 
 Both reference kernels run Conv2D's reference kernel, then add the bias and residual and
 apply the activation in place on the convolution's fresh output, so the fused op reads
@@ -50,13 +50,13 @@ __all__ = ["ACTIVATIONS", "CONV_ATTRS", "decompose", "activation_flops"]
 #: the activations FusedConv2D can apply, and the registry op each one stands for
 ACTIVATIONS: dict[str, str] = {"": "", "Relu": "Relu", "Relu6": "Clip", "Clip": "Clip",
                                "LeakyRelu": "LeakyRelu", "Sigmoid": "Sigmoid", "Tanh": "Tanh",
-                               "HardSwish": "HardSwish"}
+                               "HardSwish": "HardSwish", "Swish": "Swish"}
 
 #: the attribute names FusedConv2D and ConvBNReLU share with Conv2D
 CONV_ATTRS: tuple[str, ...] = tuple(get_schema("Conv2D").attrs)
 
 _ACTIVATION_FLOPS = {"": 0, "Relu": 1, "Relu6": 2, "Clip": 2, "LeakyRelu": 2, "Sigmoid": 4,
-                     "Tanh": 4, "HardSwish": 4}
+                     "Tanh": 4, "HardSwish": 4, "Swish": 5}
 
 
 def activation_flops(activation: str) -> int:
@@ -123,6 +123,9 @@ def _apply_activation(y: np.ndarray, activation: str, attrs: dict[str, Any]) -> 
     if activation == "LeakyRelu":
         np.multiply(y, y.dtype.type(attrs["alpha"]), out=y, where=y < 0)
         return y
+    if activation == "Swish":  # SiLU: the fused form has alpha 1
+        swish: np.ndarray = get_schema("Swish").kernel(y, alpha=1.0)
+        return swish
     result: np.ndarray = get_schema(activation).kernel(y)
     return result
 

@@ -74,6 +74,8 @@ def activation_attrs(node: IRNode) -> Union[dict[str, Any], str]:
     """
     if node.op_type == "LeakyRelu":
         return {"activation": "LeakyRelu", "alpha": node.attrs["alpha"]}
+    if node.op_type == "Swish" and float(node.attrs.get("alpha", 1.0)) != 1.0:
+        return f"Swish {node.name!r} has alpha {node.attrs['alpha']} (only SiLU, alpha 1, fuses)"
     if node.op_type != "Clip":
         return {"activation": node.op_type}
     bounds: list[Optional[float]] = []
@@ -373,8 +375,9 @@ def _residual_reason(match: Match) -> Optional[str]:
 
 class ConvActivationFusion(_ConvRule):
     """act(Conv2D(x, W, b)) -> FusedConv2D(x, W, b, activation=act) for Relu, Clip (Relu6
-    when it clips to [0, 6]), LeakyRelu, Sigmoid, Tanh and HardSwish; a FusedConv2D without
-    an activation takes one too. Refuses Clip with bounds that are not constants."""
+    when it clips to [0, 6]), LeakyRelu, Sigmoid, Tanh, HardSwish and Swish with alpha 1
+    (SiLU); a FusedConv2D without an activation takes one too. Refuses Clip with bounds
+    that are not constants, and Swish with another alpha."""
 
     summary = "fused {kinds} into FusedConv2D"
     pattern = Pattern(Node(_ACTIVATION_OPS, name="act", inputs=[_conv_pattern()]))

@@ -1,10 +1,10 @@
-"""Transformer fusions: matrix product + bias, GELU, LayerNorm and attention.
+"""Transformer fusions: matrix product + bias, GELU, SiLU, LayerNorm and attention.
 
 Each pass is a set of small rules (pattern, check saying why it refuses, rewrite)
 run by the one rewrite driver. The patterns are the arrangements exporters emit
 (torch, TensorFlow, Hugging Face code); constants are compared with a relative
 tolerance of ``CONSTANT_RTOL``, so float32-rounded ``sqrt(2)`` or ``0.7978845``
-match. Every replacement is a registry op (``MatMulBiasAdd``, ``Gelu``,
+match. Every replacement is a registry op (``MatMulBiasAdd``, ``Gelu``, ``Swish``,
 ``LayerNormalization``, ``Attention``), so the graph runs on the reference
 engine at every stage.
 """
@@ -26,7 +26,7 @@ from ge.ops.registry import const_value, create_node
 from ge.passes.pattern import Constant, Input, Match, Node, Pattern
 from ge.passes.rewrite import FunctionRule, ReplaceWith, RewritePass, Rule
 
-__all__ = ["MatMulBiasFusionPass", "GeluFusionPass", "LayerNormFusionPass",
+__all__ = ["MatMulBiasFusionPass", "GeluFusionPass", "SiluFusionPass", "LayerNormFusionPass",
            "AttentionFusionPass", "Fusion", "CONSTANT_RTOL"]
 
 #: how far a pattern's constant may be from the exact one (relative)
@@ -279,6 +279,37 @@ class GeluFusionPass(RewritePass):
 
     def __init__(self) -> None:
         super().__init__([*_gelu_rules(), GELU_ACTIVATION_RULE])
+
+
+# -- SiLU -------------------------------------------------------------------------------
+
+def _check_silu(match: Match) -> Optional[str]:
+    x = match.value("x")
+    reason = _check_same(match, ("x", "x_sigmoid")) or _check_float(x)
+    if reason is None and match.root.outputs[0].rank != x.rank:
+        reason = "the product broadcasts x to a higher rank"
+    return reason
+
+
+def _build_silu(match: Match, graph: Graph) -> Sequence[Value]:
+    return _keep_names(match, _new(graph, "Swish", [match.value("x")], {"alpha": 1.0}, "silu"))
+
+
+SILU_RULE = Fusion("SiluFusion",
+                   Pattern(Node("Mul", inputs=[Input("x"), Node("Sigmoid", name="sigmoid",
+                                                                inputs=[Input("x_sigmoid")])])),
+                   _build_silu, _check_silu, summary="fused {count} {ops} into Swish (SiLU)")
+
+
+class SiluFusionPass(RewritePass):
+    """x * Sigmoid(x) -> Swish(x, alpha=1), the SiLU activation that exporters write as
+    two nodes (YOLO-style detectors after every convolution, EfficientNet, ...): one
+    pass over memory instead of two, and an activation a convolution can take as a
+    post-op. Refuses when the two operands are different tensors, x is not a float, or
+    the Sigmoid has another consumer."""
+
+    def __init__(self) -> None:
+        super().__init__([SILU_RULE])
 
 
 # -- LayerNorm --------------------------------------------------------------------------

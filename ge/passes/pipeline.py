@@ -21,6 +21,7 @@ from ge.passes.fusion_transformer import (
     GeluFusionPass,
     LayerNormFusionPass,
     MatMulBiasFusionPass,
+    SiluFusionPass,
 )
 from ge.passes.layout import LayoutPass
 
@@ -36,8 +37,9 @@ def _basic() -> list[Pass]:
 
 
 def _fusions() -> list[Pass]:
-    return [BatchNormFoldingPass(), ConvFusionPass(), MatMulBiasFusionPass(), GeluFusionPass(),
-            LayerNormFusionPass(), AttentionFusionPass()]
+    # SiLU first: a convolution then takes it as a post-op
+    return [BatchNormFoldingPass(), SiluFusionPass(), ConvFusionPass(), MatMulBiasFusionPass(),
+            GeluFusionPass(), LayerNormFusionPass(), AttentionFusionPass()]
 
 
 def passes_for_level(level: int) -> list[Pass]:

@@ -119,7 +119,8 @@ def test_conv2d(case):
 
 
 ACTIVATIONS = [("", {}), ("Relu", {}), ("Relu6", {}), ("Clip", {"clip_min": -0.5, "clip_max": 0.7}),
-               ("LeakyRelu", {"alpha": 0.2}), ("Sigmoid", {}), ("Tanh", {}), ("HardSwish", {})]
+               ("LeakyRelu", {"alpha": 0.2}), ("Sigmoid", {}), ("Tanh", {}), ("HardSwish", {}),
+               ("Swish", {})]
 
 
 @pytest.mark.parametrize("kernel", [3, 1])

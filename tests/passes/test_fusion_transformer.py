@@ -16,11 +16,13 @@ from ge import graphpass as gp
 from ge.ops import create_node, evaluate
 from ge.passes import Pass, PassManager, PassResult
 from ge.passes.folding import ShapeFoldingPass
+from ge.passes.fusion_conv import ConvFusionPass
 from ge.passes.fusion_transformer import (
     AttentionFusionPass,
     GeluFusionPass,
     LayerNormFusionPass,
     MatMulBiasFusionPass,
+    SiluFusionPass,
 )
 from tests.tolerance import assert_close
 
@@ -248,6 +250,49 @@ def test_gelu_after_matmul_bias_add_becomes_its_activation():
     assert structure(before) == ["MatMul", "Add", "Div", "Erf", "Add", "Mul", "Mul"]
     after, _ = rewrite(before, MatMulBiasFusionPass(), GeluFusionPass())
     assert structure(after, "activation") == ["MatMulBiasAdd(activation='gelu')"]
+
+
+# -- SiLU -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sigmoid_first", [False, True])
+def test_x_times_its_sigmoid_becomes_swish(sigmoid_first):
+    graph = ge.Graph("silu")
+    x = data(graph, "x", (2, 3, 8))
+    sigmoid = op(graph, "Sigmoid", [x], "sigmoid")
+    graph.set_outputs([op(graph, "Mul", [sigmoid, x] if sigmoid_first else [x, sigmoid], "y")])
+    after, (result,) = rewrite(graph, SiluFusionPass())
+    assert structure(after, "alpha") == ["Swish(alpha=1.0)"]
+    assert after.outputs[0].producer.name == "y"
+    assert "into Swish (SiLU)" in result.describe()
+
+
+def test_silu_is_refused_when_the_sigmoid_reads_another_tensor_or_is_read_again():
+    graph = ge.Graph("not silu")
+    x, other = data(graph, "x", (2, 8)), data(graph, "other", (2, 8))
+    sigmoid = op(graph, "Sigmoid", [other], "sigmoid")
+    product = op(graph, "Mul", [x, sigmoid], "y")
+    graph.set_outputs([product])
+    fusion = SiluFusionPass()
+    after, (result,) = rewrite(graph, fusion)
+    assert not result.changed
+    assert any("reads 'other', not 'x'" in r or "reads 'x', not 'other'" in r
+               for r in refusals(fusion))
+    graph = ge.Graph("sigmoid read twice")
+    x = data(graph, "x", (2, 8))
+    sigmoid = op(graph, "Sigmoid", [x], "sigmoid")
+    graph.set_outputs([op(graph, "Mul", [x, sigmoid], "y"), sigmoid])
+    after, (result,) = rewrite(graph, SiluFusionPass())
+    assert not result.changed and structure(after) == ["Sigmoid", "Mul"]
+
+
+def test_silu_after_a_convolution_becomes_its_post_op():
+    graph = ge.Graph("conv silu")
+    x = data(graph, "x", (1, 6, 6, 4))
+    weights = const(graph, "w", RNG.standard_normal((3, 3, 4, 5)) * 0.3)
+    conv = op(graph, "Conv2D", [x, weights], "conv", data_format="NHWC", pads=[1, 1, 1, 1])
+    graph.set_outputs([op(graph, "Mul", [conv, op(graph, "Sigmoid", [conv], "sigmoid")], "y")])
+    after, _ = rewrite(graph, SiluFusionPass(), ConvFusionPass())
+    assert structure(after, "activation") == ["FusedConv2D(activation='Swish')"]
 
 
 # -- LayerNorm --------------------------------------------------------------------------

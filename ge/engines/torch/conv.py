@@ -56,6 +56,7 @@ _POST_OPS = {
     "Sigmoid": lambda attrs: ("sigmoid", []),
     "Tanh": lambda attrs: ("tanh", []),
     "HardSwish": lambda attrs: ("hardswish", []),
+    "Swish": lambda attrs: ("swish", []),
 }
 
 
@@ -236,6 +237,8 @@ def _in_place(post_op: str, scalars: list[float]) -> Any:
         return torch.tanh_
     if post_op == "hardswish":
         return lambda t: functional.hardswish(t, inplace=True)
+    if post_op == "swish":
+        return lambda t: functional.silu(t, inplace=True)
     raise ValueError(f"no in-place form of {post_op}")
 
 

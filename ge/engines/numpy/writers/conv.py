@@ -218,7 +218,8 @@ def _conv2d(node: Node) -> Optional[WritingKernel]:
 
 
 def _conv_activation(attrs: dict[str, Any]) -> Optional[Callable[[np.ndarray], None]]:
-    """FusedConv2D's activation as an in-place pass, None when there is none."""
+    """FusedConv2D's activation as an in-place pass, None when there is none or this
+    module has no pass for it."""
     activation = attrs["activation"]
     low, high = {"Relu": (0.0, None), "Relu6": (0.0, 6.0),
                  "Clip": (attrs["clip_min"], attrs["clip_max"])}.get(activation, (None, None))
@@ -227,6 +228,13 @@ def _conv_activation(attrs: dict[str, Any]) -> Optional[Callable[[np.ndarray], N
     unary: Optional[Unary] = {"LeakyRelu": _leaky_relu(attrs["alpha"]), "Sigmoid": _sigmoid,
                               "Tanh": lambda x, out: np.tanh(x, out=out),
                               "HardSwish": _hard_swish}.get(activation)
+    if activation == "Swish":  # SiLU: y * sigmoid(y), the sigmoid in a temporary
+        def swish(y: np.ndarray) -> None:
+            gate = np.empty_like(y)
+            _sigmoid(y, gate)
+            np.multiply(y, gate, out=y)
+
+        return swish
     if unary is None:
         return None
     apply = unary
@@ -247,6 +255,8 @@ def _fused_conv2d(node: Node) -> Optional[WritingKernel]:
     if spec is None:
         return None
     activation = _conv_activation(node.attrs)
+    if activation is None and node.attrs["activation"]:
+        return None  # an activation without an in-place pass here: the reference kernel
 
     def run(inputs: Inputs, outs: Outs) -> None:
         out = outs[0]
