@@ -706,6 +706,26 @@ def test_reduce_declines() -> None:
     assert declines("ReduceMax", [sample((3, 4), "int32"), np.array([1], np.int64)], const=[1])
 
 
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("dtype", ["float32", "int64", "int32"])
+@pytest.mark.parametrize("index_dtype", [np.int64, np.int32])
+def test_gather_elements(axis: int, dtype: str, index_dtype: Any) -> None:
+    data = sample((5, 6, 7), dtype)
+    size = data.shape[axis]
+    shape = list(data.shape)
+    shape[axis] = 4
+    positions = np.random.default_rng(2).integers(-size, size, shape).astype(index_dtype)
+    check("GatherElements", [data, positions], {"axis": axis})
+
+
+def test_gather_elements_out_of_range_is_an_error() -> None:
+    node = node_for("GatherElements", [sample((3, 4)), np.array([[0, 4]], np.int64)],
+                    {"axis": 1}, ())
+    bound = ENGINE.bind_node(node)
+    with pytest.raises(IndexError, match="index 4 is out of range for a dimension of size 4"):
+        bound.kernel([sample((3, 4)), np.array([[0, 4]], np.int64)])
+
+
 # -- coverage and the compiled graph ----------------------------------------------------
 
 def test_every_registered_op_type_is_tested() -> None:
@@ -717,7 +737,7 @@ def test_every_registered_op_type_is_tested() -> None:
         "Clip", "Pow", "Add", "Sub", "Mul", "Div", "Max", "Min", "Where", "Softmax",
         "LogSoftmax", "LayerNormalization", "RMSNormalization", "InstanceNormalization",
         "GroupNormalization", "Attention", "Resize", "Cast", "TopK", "CumSum", "ReduceSum",
-        "ReduceMean", "ReduceMax", "ReduceMin"}
+        "ReduceMean", "ReduceMax", "ReduceMin", "GatherElements"}
     assert mine == tested
 
 

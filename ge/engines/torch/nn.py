@@ -34,6 +34,8 @@
   undefined in both).
 - ``TopK``: a stable sort (ties keep index order, NaN counts as the largest, as the
   reference), the first k copied out.
+- ``GatherElements`` (``torch.gather``; negative indices counted from the end, an index
+  out of range an error, as the reference) over float32, int64 or int32 data.
 - ``CumSum`` (exclusive, reverse) over a constant axis; ``ReduceSum``, ``ReduceMean``,
   ``ReduceMax`` and ``ReduceMin`` over constant axes (``keepdims``,
   ``noop_with_empty_axes``; an empty max or min gives -inf or +inf).
@@ -703,6 +705,49 @@ def _bind_top_k(node: Node) -> Binding:
     return make_binding(make, shapes)
 
 
+# -- GatherElements ---------------------------------------------------------------------
+
+_GATHER_DATA = (FLOAT32, DataType.DT_INT64, DataType.DT_INT32)
+
+
+def _check_gather_elements(node: Node) -> bool:
+    return (_value(node, 0).dtype in _GATHER_DATA and _rank(node) >= 1
+            and _value(node, 1).dtype in (DataType.DT_INT64, DataType.DT_INT32))
+
+
+def _bind_gather_elements(node: Node) -> Binding:
+    import torch
+
+    axis = normalize_axis(int(node.attrs["axis"]), _rank(node))
+    gather, where = torch.gather, torch.where
+    dtype = _value(node, 0).dtype.np_dtype
+
+    def make(fresh: Fresh) -> Writer:
+        source, positions_of, target = fresh(), fresh(), fresh()
+
+        def writer(inputs: Arrays, outs: Sequence[np.ndarray]) -> None:
+            data, positions = source(inputs[0]), positions_of(inputs[1])
+            size = data.shape[axis]
+            if positions.numel():
+                low, high = int(positions.min()), int(positions.max())
+                if low < -size or high >= size:
+                    bad = low if low < -size else high
+                    raise IndexError(f"GatherElements: index {bad} is out of range for a "
+                                     f"dimension of size {size}")
+                if low < 0:  # counted from the end
+                    positions = where(positions < 0, positions + size, positions)
+            gather(data, axis, positions.long(), out=target(outs[0]))
+
+        return writer
+
+    def shapes(inputs: Arrays) -> list[tuple[tuple[int, ...], np.dtype]]:
+        positions = inputs[1]
+        assert positions is not None
+        return [(positions.shape, dtype)]
+
+    return make_binding(make, shapes)
+
+
 # -- CumSum -----------------------------------------------------------------------------
 
 def _check_cumsum(node: Node) -> bool:
@@ -825,6 +870,7 @@ _BINDS: dict[str, tuple[Callable[[Node], bool], Callable[[Node], Binding]]] = {
     "Resize": (_check_resize, _bind_resize),
     "Cast": (_check_cast, _bind_cast),
     "TopK": (_check_top_k, _bind_top_k),
+    "GatherElements": (_check_gather_elements, _bind_gather_elements),
     "CumSum": (_check_cumsum, _bind_cumsum),
     "ReduceSum": (_check_reduce, _bind_reduce),
     "ReduceMean": (_check_reduce, _bind_reduce),
