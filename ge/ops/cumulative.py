@@ -43,7 +43,7 @@ def _cumulate(x: np.ndarray, axis: np.ndarray, exclusive: bool, reverse: bool,
         else x.dtype
     data = np.flip(x, position) if reverse else x
     result = accumulate(data, axis=position, dtype=wide)
-    if exclusive:
+    if exclusive and result.shape[position]:  # an empty axis has nothing to shift
         first = np.full_like(np.take(result, [0], axis=position), identity)
         rest = np.take(result, np.arange(result.shape[position] - 1), axis=position)
         result = np.concatenate([first, rest], axis=position)

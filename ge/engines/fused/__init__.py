@@ -1,6 +1,7 @@
 """The fused engine: each ``FusedElementwise`` node as generated loops compiled by numba,
 ONNX's recurrences (``LSTM``, ``GRU``, ``RNN``) as compiled loops over time, and
-``NonMaxSuppression`` as a compiled greedy walk (``detection``).
+``NonMaxSuppression`` as a compiled greedy walk (``detection``), and ``CumSum`` along
+any axis but the last as one compiled pass (``scan``).
 
 At bind time the node's steps are lowered to scalar instructions
 (``lowering``), staged into loops and NumPy calls (``plan``), and each loop is
@@ -39,7 +40,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from ge.engines.base import BoundKernel, BoundNode, Engine, WritingKernel, register_engine
-from ge.engines.fused import cost, detection, kernels, recurrent
+from ge.engines.fused import cost, detection, kernels, recurrent, scan
 from ge.engines.fused.codegen import describe, generate
 from ge.engines.fused.layout import Layout, classify
 from ge.engines.fused.lowering import Unsupported, lower
@@ -145,6 +146,10 @@ class FusedElementwiseEngine(Engine):
             if kernels.numba_module() is None:
                 return "numba is not installed"
             return detection.refusal(node)
+        if node.op_type in scan.OP_TYPES:
+            if kernels.numba_module() is None:
+                return "numba is not installed"
+            return scan.refusal(node)
         analysis = self.analysis(node)
         if isinstance(analysis, str):
             return analysis
@@ -153,8 +158,9 @@ class FusedElementwiseEngine(Engine):
     def supports(self, node: Node) -> bool:
         """True for FusedElementwise nodes the generated loops run faster than NumPy, and
         that are not known to be too small to repay a compile; the recurrences the
-        compiled loops take (``recurrent.refusal``); NonMaxSuppression."""
-        if node.op_type in recurrent.OP_TYPES or node.op_type in detection.OP_TYPES:
+        compiled loops take (``recurrent.refusal``); NonMaxSuppression; CumSum."""
+        if node.op_type in recurrent.OP_TYPES or node.op_type in detection.OP_TYPES \
+                or node.op_type in scan.OP_TYPES:
             return self.refusal(node) is None
         analysis = self.analysis(node)
         if isinstance(analysis, Analysis) and analysis.size is not None \
@@ -180,6 +186,8 @@ class FusedElementwiseEngine(Engine):
             return self._bind_recurrent(node)
         if node.op_type in detection.OP_TYPES:
             return self._bind_detection(node)
+        if node.op_type in scan.OP_TYPES:
+            return self._bind_scan(node)[0]
         analysis = self.analysis(node)
         if isinstance(analysis, str):
             raise UnsupportedOpError(f"{node.op_type} node {node.name!r}: the fused engine "
@@ -197,6 +205,8 @@ class FusedElementwiseEngine(Engine):
             return _recurrent_writer(self._bind_recurrent(node))
         if node.op_type in detection.OP_TYPES:
             return None  # its output's length is the data's to decide
+        if node.op_type in scan.OP_TYPES:
+            return self._bind_scan(node)[1]
         if isinstance(self.analysis(node), str):
             return None
         kernel = self.bind(node)
@@ -214,7 +224,17 @@ class FusedElementwiseEngine(Engine):
             return BoundNode(kernel, _recurrent_writer(kernel))
         if node.op_type in detection.OP_TYPES:
             return BoundNode(self._bind_detection(node))
+        if node.op_type in scan.OP_TYPES:
+            return BoundNode(*self._bind_scan(node))
         return super().bind_node(node)
+
+    def _bind_scan(self, node: Node) -> tuple[BoundKernel, WritingKernel]:
+        reason = "numba is not installed" if kernels.numba_module() is None \
+            else scan.refusal(node)
+        if reason is not None:
+            raise UnsupportedOpError(f"{node.op_type} node {node.name!r}: the fused engine "
+                                     f"cannot run it: {reason}")
+        return scan.bind_cumsum(node)
 
     def _bind_detection(self, node: Node) -> BoundKernel:
         reason = "numba is not installed" if kernels.numba_module() is None \
