@@ -1,7 +1,7 @@
 """The fused engine: each ``FusedElementwise`` node as generated loops compiled by numba,
 ONNX's recurrences (``LSTM``, ``GRU``, ``RNN``) as compiled loops over time, and
-``NonMaxSuppression`` as a compiled greedy walk (``detection``), and ``CumSum`` along
-any axis but the last as one compiled pass (``scan``).
+``NonMaxSuppression`` as a compiled greedy walk (``detection``), and ``CumSum``,
+``ArgMax`` and ``ArgMin`` along any axis but the last as one compiled pass (``scan``).
 
 At bind time the node's steps are lowered to scalar instructions
 (``lowering``), staged into loops and NumPy calls (``plan``), and each loop is
@@ -158,7 +158,8 @@ class FusedElementwiseEngine(Engine):
     def supports(self, node: Node) -> bool:
         """True for FusedElementwise nodes the generated loops run faster than NumPy, and
         that are not known to be too small to repay a compile; the recurrences the
-        compiled loops take (``recurrent.refusal``); NonMaxSuppression; CumSum."""
+        compiled loops take (``recurrent.refusal``); NonMaxSuppression; CumSum, ArgMax and
+        ArgMin along inner axes."""
         if node.op_type in recurrent.OP_TYPES or node.op_type in detection.OP_TYPES \
                 or node.op_type in scan.OP_TYPES:
             return self.refusal(node) is None
@@ -234,7 +235,7 @@ class FusedElementwiseEngine(Engine):
         if reason is not None:
             raise UnsupportedOpError(f"{node.op_type} node {node.name!r}: the fused engine "
                                      f"cannot run it: {reason}")
-        return scan.bind_cumsum(node)
+        return scan.bind(node)
 
     def _bind_detection(self, node: Node) -> BoundKernel:
         reason = "numba is not installed" if kernels.numba_module() is None \
