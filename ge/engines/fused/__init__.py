@@ -138,18 +138,8 @@ class FusedElementwiseEngine(Engine):
     def refusal(self, node: Node) -> Optional[str]:
         """Why this engine does not run ``node`` (None: it does): it cannot, or the cost
         model expects the NumPy engine to be as fast."""
-        if node.op_type in recurrent.OP_TYPES:
-            if kernels.numba_module() is None:
-                return "numba is not installed"
-            return recurrent.refusal(node)
-        if node.op_type in detection.OP_TYPES:
-            if kernels.numba_module() is None:
-                return "numba is not installed"
-            return detection.refusal(node)
-        if node.op_type in scan.OP_TYPES:
-            if kernels.numba_module() is None:
-                return "numba is not installed"
-            return scan.refusal(node)
+        if node.op_type in _LOOP_OPS:
+            return _loop_refusal(node)
         analysis = self.analysis(node)
         if isinstance(analysis, str):
             return analysis
@@ -160,8 +150,7 @@ class FusedElementwiseEngine(Engine):
         that are not known to be too small to repay a compile; the recurrences the
         compiled loops take (``recurrent.refusal``); NonMaxSuppression; CumSum, ArgMax and
         ArgMin along inner axes."""
-        if node.op_type in recurrent.OP_TYPES or node.op_type in detection.OP_TYPES \
-                or node.op_type in scan.OP_TYPES:
+        if node.op_type in _LOOP_OPS:
             return self.refusal(node) is None
         analysis = self.analysis(node)
         if isinstance(analysis, Analysis) and analysis.size is not None \
@@ -230,28 +219,39 @@ class FusedElementwiseEngine(Engine):
         return super().bind_node(node)
 
     def _bind_scan(self, node: Node) -> tuple[BoundKernel, WritingKernel]:
-        reason = "numba is not installed" if kernels.numba_module() is None \
-            else scan.refusal(node)
-        if reason is not None:
-            raise UnsupportedOpError(f"{node.op_type} node {node.name!r}: the fused engine "
-                                     f"cannot run it: {reason}")
+        _check_loop(node)
         return scan.bind(node)
 
     def _bind_detection(self, node: Node) -> BoundKernel:
-        reason = "numba is not installed" if kernels.numba_module() is None \
-            else detection.refusal(node)
-        if reason is not None:
-            raise UnsupportedOpError(f"{node.op_type} node {node.name!r}: the fused engine "
-                                     f"cannot run it: {reason}")
+        _check_loop(node)
         return detection.bind_nms(node)
 
     def _bind_recurrent(self, node: Node) -> BoundKernel:
-        reason = "numba is not installed" if kernels.numba_module() is None \
-            else recurrent.refusal(node, by_size=False)
-        if reason is not None:
-            raise UnsupportedOpError(f"{node.op_type} node {node.name!r}: the fused engine "
-                                     f"cannot run it: {reason}")
+        _check_loop(node)
         return recurrent.bind_recurrent(node)
+
+
+#: the op types the engine runs as hand-written compiled loops (not FusedElementwise)
+_LOOP_OPS = recurrent.OP_TYPES | detection.OP_TYPES | scan.OP_TYPES
+
+
+def _loop_refusal(node: Node, by_size: bool = True) -> Optional[str]:
+    """Why the compiled loops do not take ``node`` (None: they do); ``by_size`` off
+    ignores a recurrence's size limit (a node bound on purpose still runs)."""
+    if kernels.numba_module() is None:
+        return "numba is not installed"
+    if node.op_type in recurrent.OP_TYPES:
+        return recurrent.refusal(node, by_size=by_size)
+    if node.op_type in detection.OP_TYPES:
+        return detection.refusal(node)
+    return scan.refusal(node)
+
+
+def _check_loop(node: Node) -> None:
+    reason = _loop_refusal(node, by_size=False)
+    if reason is not None:
+        raise UnsupportedOpError(f"{node.op_type} node {node.name!r}: the fused engine "
+                                 f"cannot run it: {reason}")
 
 
 def _recurrent_writer(kernel: BoundKernel) -> Optional[WritingKernel]:
