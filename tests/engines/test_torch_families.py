@@ -726,6 +726,19 @@ def test_gather_elements_out_of_range_is_an_error() -> None:
         bound.kernel([sample((3, 4)), np.array([[0, 4]], np.int64)])
 
 
+@pytest.mark.parametrize("slope_shape", [(), (1,), (4, 1, 1), (1, 4, 1, 1)])
+@pytest.mark.parametrize("const", [(), (1,)])
+def test_prelu(slope_shape: tuple[int, ...], const: tuple[int, ...]) -> None:
+    x = sample((2, 4, 5, 6))
+    x[0, 0, 0, :3] = [np.nan, -np.inf, -0.0]
+    check("PRelu", [x, sample(slope_shape)], const=const)
+
+
+def test_prelu_declines_a_slope_along_other_axes() -> None:
+    assert declines("PRelu", [sample((2, 4, 5, 6)), sample((6,))])
+    assert declines("PRelu", [sample((2, 4, 5, 6)), sample((1, 4, 5, 6))])
+
+
 # -- coverage and the compiled graph ----------------------------------------------------
 
 def test_every_registered_op_type_is_tested() -> None:
@@ -737,7 +750,7 @@ def test_every_registered_op_type_is_tested() -> None:
         "Clip", "Pow", "Add", "Sub", "Mul", "Div", "Max", "Min", "Where", "Softmax",
         "LogSoftmax", "LayerNormalization", "RMSNormalization", "InstanceNormalization",
         "GroupNormalization", "Attention", "Resize", "Cast", "TopK", "CumSum", "ReduceSum",
-        "ReduceMean", "ReduceMax", "ReduceMin", "GatherElements"}
+        "ReduceMean", "ReduceMax", "ReduceMin", "GatherElements", "PRelu"}
     assert mine == tested
 
 
