@@ -1,7 +1,9 @@
-"""NonMaxSuppression on the fused engine's compiled loop against the NumPy engine's
-reference kernel (the same selection, index for index) and onnxruntime: corner and
-centre boxes, several batch entries and classes, tied scores, NaN boxes and scores,
-thresholds given as constants or at run time, limits of 0 and past the candidates."""
+"""NonMaxSuppression and RoiAlign on the fused engine's compiled loops against the NumPy
+engine's reference kernels and onnxruntime. NonMaxSuppression: the same selection,
+index for index, over corner and centre boxes, several batch entries and classes, tied
+scores, NaN boxes and scores, thresholds given as constants or at run time, limits of 0
+and past the candidates. RoiAlign: average and max, both coordinate modes, fixed and
+adaptive sampling, empty regions and regions past the map's edges."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import ge
 from ge.ops import create_node
+from tests.tolerance import assert_close
 
 RNG = np.random.default_rng(11)
 
@@ -110,3 +113,65 @@ def test_nms_agrees_with_onnxruntime(case):
         .run(None, feeds)[0]
     got = ge.Session(ge.compile(ge.parse_onnx(model))).run(feeds)["nms"]
     np.testing.assert_array_equal(got, want)
+
+
+def _roi_graph(attrs: dict[str, Any]) -> ge.Graph:
+    graph = ge.Graph("roi_align")
+    x = create_node("Data", [], {"shape": [-1, -1, -1, -1]}, "x", graph)
+    rois = create_node("Data", [], {"shape": [-1, 4]}, "rois", graph)
+    batch = create_node("Data", [], {"shape": [-1], "dtype": "int64"}, "batch", graph)
+    graph.set_outputs([create_node("RoiAlign", [x, rois, batch], attrs, "y", graph)])
+    return graph
+
+
+def _regions(count: int, images: int, extent: float) -> tuple[np.ndarray, np.ndarray]:
+    corner = RNG.uniform(-4, extent, (count, 2))
+    size = RNG.uniform(0, extent / 2, (count, 2))
+    size[:2] = 0.0  # empty regions: adaptive sampling gives no sample
+    rois = np.concatenate([corner, corner + size], -1).astype(np.float32)  # x1 y1 x2 y2
+    return rois, RNG.integers(0, images, count).astype(np.int64)
+
+
+ROI_CASES = [
+    {"output_height": 7, "output_width": 7, "sampling_ratio": 2, "spatial_scale": 0.25},
+    {"output_height": 3, "output_width": 5, "sampling_ratio": 0, "spatial_scale": 0.5},
+    {"output_height": 4, "output_width": 4, "sampling_ratio": 1, "spatial_scale": 1.0,
+     "coordinate_transformation_mode": "output_half_pixel"},
+    {"output_height": 2, "output_width": 3, "sampling_ratio": 2, "spatial_scale": 0.5,
+     "mode": "max"},
+    {"output_height": 2, "output_width": 2, "sampling_ratio": 0, "spatial_scale": 1.0,
+     "mode": "max", "coordinate_transformation_mode": "output_half_pixel"},
+]
+
+
+@pytest.mark.parametrize("attrs", ROI_CASES, ids=str)
+def test_roi_align_on_the_compiled_loop_agrees_with_the_reference(attrs):
+    x = RNG.standard_normal((2, 5, 12, 10)).astype(np.float32)
+    rois, batch = _regions(9, 2, 14.0 / attrs["spatial_scale"])
+    graph = _roi_graph(attrs)
+    executable = ge.compile(graph, opt_level=0)
+    assert executable.report["engines_by_op"].get("fused") == {"RoiAlign": 1}, \
+        executable.report["engines_by_op"]
+    feeds = {"x": x, "rois": rois, "batch": batch}
+    got = ge.Session(executable).run(feeds)["y"]
+    want = ge.Session(ge.compile(graph, opt_level=0, engines=["numpy"])).run(feeds)["y"]
+    assert_close(got, want, accumulate=True, what=str(attrs))
+
+
+@pytest.mark.parametrize("attrs", ROI_CASES[:3], ids=str)
+def test_roi_align_agrees_with_onnxruntime(attrs):
+    x = RNG.standard_normal((2, 5, 12, 10)).astype(np.float32)
+    rois, batch = _regions(6, 2, 14.0 / attrs["spatial_scale"])
+    node = helper.make_node("RoiAlign", ["x", "rois", "batch"], ["y"], **attrs)
+    graph = helper.make_graph(
+        [node], "roi", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 12, 10]),
+                        helper.make_tensor_value_info("rois", TensorProto.FLOAT, [6, 4]),
+                        helper.make_tensor_value_info("batch", TensorProto.INT64, [6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)]) \
+        .SerializeToString()
+    feeds = {"x": x, "rois": rois, "batch": batch}
+    want = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"]) \
+        .run(None, feeds)[0]
+    got = ge.Session(ge.compile(ge.parse_onnx(model))).run(feeds)["y"]
+    assert_close(got, want, accumulate=True, what=str(attrs))

@@ -1,6 +1,7 @@
 """The fused engine: each ``FusedElementwise`` node as generated loops compiled by numba,
 ONNX's recurrences (``LSTM``, ``GRU``, ``RNN``) as compiled loops over time, and
-``NonMaxSuppression`` as a compiled greedy walk (``detection``), and ``CumSum``,
+``NonMaxSuppression`` as a compiled greedy walk and ``RoiAlign`` as a compiled loop
+over each region's planes (``detection``), and ``CumSum``,
 ``ArgMax`` and ``ArgMin`` along any axis but the last as one compiled pass (``scan``).
 
 At bind time the node's steps are lowered to scalar instructions
@@ -148,8 +149,8 @@ class FusedElementwiseEngine(Engine):
     def supports(self, node: Node) -> bool:
         """True for FusedElementwise nodes the generated loops run faster than NumPy, and
         that are not known to be too small to repay a compile; the recurrences the
-        compiled loops take (``recurrent.refusal``); NonMaxSuppression; CumSum, ArgMax and
-        ArgMin along inner axes."""
+        compiled loops take (``recurrent.refusal``); NonMaxSuppression and RoiAlign; CumSum,
+        ArgMax and ArgMin along inner axes."""
         if node.op_type in _LOOP_OPS:
             return self.refusal(node) is None
         analysis = self.analysis(node)
@@ -224,7 +225,7 @@ class FusedElementwiseEngine(Engine):
 
     def _bind_detection(self, node: Node) -> BoundKernel:
         _check_loop(node)
-        return detection.bind_nms(node)
+        return detection.bind(node)
 
     def _bind_recurrent(self, node: Node) -> BoundKernel:
         _check_loop(node)
