@@ -41,10 +41,14 @@ session = ge.Session(executable)
 feed = {"x": np.ones((1, 512, 512, 4), np.float32)}
 for _ in range(3):
     session.run(feed)
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(10):
-    session.run(feed)
-print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 10)
+counts = []
+for _ in range(3):  # the quietest of three batches: under load, a run now and then
+    # faults the whole block in afresh (seen beside other test workers)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(5):
+        session.run(feed)
+    counts.append((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 5)
+print(min(counts))
 """
 
 
