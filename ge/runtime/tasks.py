@@ -156,6 +156,17 @@ class ArenaPool:
 
     def acquire(self, nbytes: int) -> Arena:
         """An arena of at least ``nbytes``: an idle one when one is big enough."""
+        idle = self._idle
+        if len(idle) == 1:  # the usual case, one run at a time: no lock, no search
+            try:
+                arena = idle.pop()  # atomic: a concurrent taker gets IndexError
+            except IndexError:
+                pass
+            else:
+                if arena.nbytes >= nbytes:
+                    return arena
+                with self._lock:
+                    idle.append(arena)
         with self._lock:
             fitting = [a for a in self._idle if a.nbytes >= nbytes]
             if fitting:
@@ -174,9 +185,13 @@ class ArenaPool:
 
     def release(self, arena: Arena) -> None:
         """Take ``arena`` back after a run."""
+        idle = self._idle
+        if not idle and self.keep:
+            idle.append(arena)  # atomic; at worst ``keep`` is passed by one, briefly
+            return
         with self._lock:
-            if len(self._idle) < self.keep:
-                self._idle.append(arena)
+            if len(idle) < self.keep:
+                idle.append(arena)
                 return
         arena.free()
 
