@@ -1,8 +1,9 @@
 """The fused engine: each ``FusedElementwise`` node as generated loops compiled by numba,
 ONNX's recurrences (``LSTM``, ``GRU``, ``RNN``) as compiled loops over time, and
 ``NonMaxSuppression`` as a compiled greedy walk and ``RoiAlign`` as a compiled loop
-over each region's planes (``detection``), and ``CumSum``,
-``ArgMax`` and ``ArgMin`` along any axis but the last as one compiled pass (``scan``).
+over each region's planes (``detection``), ``CumSum``,
+``ArgMax`` and ``ArgMin`` along any axis but the last as one compiled pass (``scan``),
+and ``TopK`` with a small constant k as one pass keeping a heap of the best (``select``).
 
 At bind time the node's steps are lowered to scalar instructions
 (``lowering``), staged into loops and NumPy calls (``plan``), and each loop is
@@ -41,7 +42,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from ge.engines.base import BoundKernel, BoundNode, Engine, WritingKernel, register_engine
-from ge.engines.fused import cost, detection, kernels, recurrent, scan
+from ge.engines.fused import cost, detection, kernels, recurrent, scan, select
 from ge.engines.fused.codegen import describe, generate
 from ge.engines.fused.layout import Layout, classify
 from ge.engines.fused.lowering import Unsupported, lower
@@ -150,7 +151,7 @@ class FusedElementwiseEngine(Engine):
         """True for FusedElementwise nodes the generated loops run faster than NumPy, and
         that are not known to be too small to repay a compile; the recurrences the
         compiled loops take (``recurrent.refusal``); NonMaxSuppression and RoiAlign; CumSum,
-        ArgMax and ArgMin along inner axes."""
+        ArgMax and ArgMin along inner axes; TopK with a constant k up to ``select.MAX_K``."""
         if node.op_type in _LOOP_OPS:
             return self.refusal(node) is None
         analysis = self.analysis(node)
@@ -179,6 +180,8 @@ class FusedElementwiseEngine(Engine):
             return self._bind_detection(node)
         if node.op_type in scan.OP_TYPES:
             return self._bind_scan(node)[0]
+        if node.op_type in select.OP_TYPES:
+            return self._bind_select(node)[0]
         analysis = self.analysis(node)
         if isinstance(analysis, str):
             raise UnsupportedOpError(f"{node.op_type} node {node.name!r}: the fused engine "
@@ -198,6 +201,8 @@ class FusedElementwiseEngine(Engine):
             return None  # its output's length is the data's to decide
         if node.op_type in scan.OP_TYPES:
             return self._bind_scan(node)[1]
+        if node.op_type in select.OP_TYPES:
+            return self._bind_select(node)[1]
         if isinstance(self.analysis(node), str):
             return None
         kernel = self.bind(node)
@@ -217,11 +222,17 @@ class FusedElementwiseEngine(Engine):
             return BoundNode(self._bind_detection(node))
         if node.op_type in scan.OP_TYPES:
             return BoundNode(*self._bind_scan(node))
+        if node.op_type in select.OP_TYPES:
+            return BoundNode(*self._bind_select(node))
         return super().bind_node(node)
 
     def _bind_scan(self, node: Node) -> tuple[BoundKernel, WritingKernel]:
         _check_loop(node)
         return scan.bind(node)
+
+    def _bind_select(self, node: Node) -> tuple[BoundKernel, WritingKernel]:
+        _check_loop(node)
+        return select.bind(node)
 
     def _bind_detection(self, node: Node) -> BoundKernel:
         _check_loop(node)
@@ -233,7 +244,7 @@ class FusedElementwiseEngine(Engine):
 
 
 #: the op types the engine runs as hand-written compiled loops (not FusedElementwise)
-_LOOP_OPS = recurrent.OP_TYPES | detection.OP_TYPES | scan.OP_TYPES
+_LOOP_OPS = recurrent.OP_TYPES | detection.OP_TYPES | scan.OP_TYPES | select.OP_TYPES
 
 
 def _loop_refusal(node: Node, by_size: bool = True) -> Optional[str]:
@@ -245,6 +256,8 @@ def _loop_refusal(node: Node, by_size: bool = True) -> Optional[str]:
         return recurrent.refusal(node, by_size=by_size)
     if node.op_type in detection.OP_TYPES:
         return detection.refusal(node)
+    if node.op_type in select.OP_TYPES:
+        return select.refusal(node)
     return scan.refusal(node)
 
 
