@@ -227,7 +227,7 @@ def concat_kernel(*x: np.ndarray, axis: int) -> np.ndarray:
     return np.concatenate(x, axis=axis)
 
 
-def _chunk_sizes(dim: int, parts: int) -> list[int]:
+def chunk_sizes(dim: int, parts: int) -> list[int]:
     """ONNX's rule for ``num_outputs``: ceil-sized chunks, the last one smaller."""
     chunk = -(-dim // parts)
     last = dim - chunk * (parts - 1)
@@ -249,7 +249,7 @@ def _split_plan(ctx: InferenceContext) -> tuple[int, Optional[list[int]]]:
         if dim is None:
             return parts, None
         try:
-            return parts, _chunk_sizes(dim, parts)
+            return parts, chunk_sizes(dim, parts)
         except ValueError as error:
             raise ctx.fail(str(error)) from None
     sizes = _index_vector(ctx, 1)
@@ -295,7 +295,7 @@ def split_kernel(x: np.ndarray, split: Optional[np.ndarray] = None, *, axis: int
     if split is not None:
         sizes = [int(v) for v in split.reshape(-1)]
     else:
-        sizes = _chunk_sizes(dim, num_outputs or 1)
+        sizes = chunk_sizes(dim, num_outputs or 1)
     if sum(sizes) != dim or any(v < 0 for v in sizes):
         raise ValueError(f"split sizes {sizes} do not add up to dimension {axis} of {x.shape}")
     return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=axis))

@@ -682,6 +682,28 @@ def test_cumsum_declines() -> None:
     assert declines("CumSum", [x.astype(np.float64), np.array(0, np.int64)], const=[1])
 
 
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool", "float16"])
+@pytest.mark.parametrize("axis,sizes", [(-1, [2, 3, 4]), (0, [1, 0, 3]), (1, [6])])
+def test_split_by_sizes(dtype: str, axis: int, sizes: list[int]) -> None:
+    x = sample((4, 6, 9), dtype, low=-9, high=9)
+    if sum(sizes) != x.shape[axis]:
+        sizes = sizes[:-1] + [x.shape[axis] - sum(sizes[:-1])]
+    check("Split", [x, np.array(sizes, np.int64)], {"axis": axis}, const=[1])
+
+
+@pytest.mark.parametrize("parts", [1, 3, 4])
+def test_split_into_equal_parts_the_last_smaller(parts: int) -> None:
+    check("Split", [sample((2, 10, 3))], {"axis": 1, "num_outputs": parts})
+
+
+def test_split_declines_sizes_given_at_run_time_and_small_cheap_ops() -> None:
+    assert declines("Split", [sample((4, 6)), np.array([2, 4], np.int64)], {"axis": 1})
+    # the name holds "cheap_ops": the size rule is on here
+    assert declines("Split", [sample((4, 6))], {"axis": 1, "num_outputs": 2})
+    assert not declines("Split", [sample((128, 512))], {"axis": 1, "num_outputs": 2})
+    assert declines("Split", [sample((4, 6), "float64")], {"axis": 1, "num_outputs": 2})
+
+
 @pytest.mark.parametrize("op_type", ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"])
 @pytest.mark.parametrize("axes,keepdims", [([1], 1), ([0, -1], 0), (None, 1), (None, 0),
                                            ([], 1)])
@@ -750,7 +772,7 @@ def test_every_registered_op_type_is_tested() -> None:
         "Clip", "Pow", "Add", "Sub", "Mul", "Div", "Max", "Min", "Where", "Softmax",
         "LogSoftmax", "LayerNormalization", "RMSNormalization", "InstanceNormalization",
         "GroupNormalization", "Attention", "Resize", "Cast", "TopK", "CumSum", "ReduceSum",
-        "ReduceMean", "ReduceMax", "ReduceMin", "GatherElements", "PRelu"}
+        "ReduceMean", "ReduceMax", "ReduceMin", "GatherElements", "PRelu", "Split"}
     assert mine == tested
 
 

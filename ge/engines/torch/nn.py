@@ -36,6 +36,9 @@
   reference), the first k copied out.
 - ``GatherElements`` (``torch.gather``; negative indices counted from the end, an index
   out of range an error, as the reference) over float32, int64 or int32 data.
+- ``Split`` into pieces of constant sizes (or equal pieces, the last smaller): one
+  ``copy_`` of each piece's view into its output (the NumPy engine keeps the small
+  ones, under ``elementwise.CHEAP_MIN_ELEMENTS``).
 - ``CumSum`` (exclusive, reverse) over a constant axis; ``ReduceSum``, ``ReduceMean``,
   ``ReduceMax`` and ``ReduceMin`` over constant axes (``keepdims``,
   ``noop_with_empty_axes``; an empty max or min gives -inf or +inf).
@@ -54,11 +57,13 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from ge.engines.torch import elementwise
 from ge.engines.torch._base import (
     FLOAT32,
     Binding,
     const_array,
     float32_node,
+    known_size,
     register,
     tensor,
 )
@@ -67,6 +72,7 @@ from ge.ir import DataType, Node, Value
 from ge.ops.image import nearest_index, source_positions
 from ge.ops.registry import has_op
 from ge.ops.shape_utils import normalize_axes, normalize_axis
+from ge.ops.tensor_ops import chunk_sizes
 
 __all__: list[str] = []
 
@@ -754,6 +760,75 @@ def _bind_gather_elements(node: Node) -> Binding:
     return make_binding(make, shapes)
 
 
+# -- Split ------------------------------------------------------------------------------
+
+#: the element types Split copies here (torch has them all)
+_SPLIT_DATA = (FLOAT32, DataType.DT_FLOAT16, DataType.DT_INT64, DataType.DT_INT32,
+               DataType.DT_BOOL)
+
+
+def _split_sizes(node: Node) -> Optional[Callable[[int], list[int]]]:
+    """The sizes of the pieces for a given length of the axis, or None when the sizes
+    are an input known only at run time."""
+    if _present(node, 1):
+        given = const_array(node, 1)
+        if given is None:
+            return None
+        sizes = [int(v) for v in given.reshape(-1)]
+        return lambda length: sizes
+    parts = int(node.attrs["num_outputs"])
+    return lambda length: chunk_sizes(length, parts)
+
+
+def _check_split(node: Node) -> bool:
+    # a small split is a few NumPy copies, cheaper than torch's calls
+    size = known_size(_value(node, 0).shape)
+    return (_value(node, 0).dtype in _SPLIT_DATA and _rank(node) >= 1
+            and _split_sizes(node) is not None
+            and (size is None or size >= elementwise.CHEAP_MIN_ELEMENTS))
+
+
+def _bind_split(node: Node) -> Binding:
+    axis = normalize_axis(int(node.attrs["axis"]), _rank(node))
+    sizes_for = _split_sizes(node)
+    assert sizes_for is not None
+    dtype = _value(node, 0).dtype.np_dtype
+
+    def sizes(x: np.ndarray) -> list[int]:
+        found = sizes_for(x.shape[axis])
+        if sum(found) != x.shape[axis] or any(v < 0 for v in found):
+            raise ValueError(f"split sizes {found} do not add up to dimension {axis} of "
+                             f"{list(x.shape)}")
+        return found
+
+    def make(fresh: Fresh) -> Writer:
+        source = fresh()
+        targets = [fresh() for _ in node.outputs]
+
+        def writer(inputs: Arrays, outs: Sequence[np.ndarray]) -> None:
+            x = inputs[0]
+            assert x is not None
+            data = source(x)
+            start = 0
+            for size, target, out in zip(sizes(x), targets, outs):
+                target(out).copy_(data.narrow(axis, start, size))
+                start += size
+
+        return writer
+
+    def shapes(inputs: Arrays) -> list[tuple[tuple[int, ...], np.dtype]]:
+        x = inputs[0]
+        assert x is not None
+        found = []
+        for size in sizes(x):
+            shape = list(x.shape)
+            shape[axis] = size
+            found.append((tuple(shape), dtype))
+        return found
+
+    return make_binding(make, shapes)
+
+
 # -- CumSum -----------------------------------------------------------------------------
 
 def _check_cumsum(node: Node) -> bool:
@@ -877,6 +952,7 @@ _BINDS: dict[str, tuple[Callable[[Node], bool], Callable[[Node], Binding]]] = {
     "Cast": (_check_cast, _bind_cast),
     "TopK": (_check_top_k, _bind_top_k),
     "GatherElements": (_check_gather_elements, _bind_gather_elements),
+    "Split": (_check_split, _bind_split),
     "CumSum": (_check_cumsum, _bind_cumsum),
     "ReduceSum": (_check_reduce, _bind_reduce),
     "ReduceMean": (_check_reduce, _bind_reduce),
