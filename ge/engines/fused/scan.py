@@ -64,9 +64,51 @@ def arg_loop(x: np.ndarray, out: np.ndarray, smallest: bool,
              last: bool) -> None:  # pragma: no cover - runs compiled
     """``out`` [outer, inner] = the position along axis 1 of ``x``'s largest (or smallest)
     value, the first of equal ones (or the last); NaN counts as beyond every number, the
-    first NaN (or the last) wins, as NumPy's argmax and argmin have it."""
+    first NaN (or the last) wins, as NumPy's argmax and argmin have it.
+
+    A first pass ignores NaN: its comparisons become selects, and the loop over the
+    inner positions vectorizes (about 6x faster than the exact pass). It also notes
+    whether it met a NaN; only then does the exact pass run, over its result."""
     outer, length, inner = x.shape
     best = np.empty(inner, x.dtype)
+    met_nan = False
+    for o in range(outer):
+        for i in range(inner):
+            best[i] = x[o, 0, i]
+            out[o, i] = 0
+            met_nan |= best[i] != best[i]
+        for t in range(1, length):
+            # four loops, so that each inner one is a plain compare-and-select
+            if smallest and last:
+                for i in range(inner):
+                    value = x[o, t, i]
+                    take = value <= best[i]
+                    best[i] = value if take else best[i]
+                    out[o, i] = t if take else out[o, i]
+                    met_nan |= value != value
+            elif smallest:
+                for i in range(inner):
+                    value = x[o, t, i]
+                    take = value < best[i]
+                    best[i] = value if take else best[i]
+                    out[o, i] = t if take else out[o, i]
+                    met_nan |= value != value
+            elif last:
+                for i in range(inner):
+                    value = x[o, t, i]
+                    take = value >= best[i]
+                    best[i] = value if take else best[i]
+                    out[o, i] = t if take else out[o, i]
+                    met_nan |= value != value
+            else:
+                for i in range(inner):
+                    value = x[o, t, i]
+                    take = value > best[i]
+                    best[i] = value if take else best[i]
+                    out[o, i] = t if take else out[o, i]
+                    met_nan |= value != value
+    if not met_nan:
+        return
     found_nan = np.zeros(inner, np.bool_)
     for o in range(outer):
         for i in range(inner):
