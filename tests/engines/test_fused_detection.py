@@ -102,6 +102,14 @@ def test_nms_on_the_compiled_loop_agrees_with_the_reference(case, runtime):
     assert got.dtype == np.int64 and got.shape[1:] == (3,)
 
 
+def test_nms_with_scores_for_other_boxes_is_an_error_naming_the_node():
+    executable = ge.compile(_graph(5, 0.5, None, 0, False), opt_level=0)
+    assert executable.report["engines_by_op"].get("fused") == {"NonMaxSuppression": 1}
+    feeds = {"boxes": _boxes(1, 10, False), "scores": np.ones((1, 2, 12), np.float32)}
+    with pytest.raises(ge.errors.GEError, match="NonMaxSuppression node 'nms'"):
+        ge.Session(executable).run(feeds)
+
+
 @pytest.mark.parametrize("case", CASES[:3], ids=str)
 def test_nms_agrees_with_onnxruntime(case):
     batch, classes, count, limit, iou, floor, center = case

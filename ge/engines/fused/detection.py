@@ -4,12 +4,14 @@ NonMaxSuppression: the greedy suppression of one class in one call.
 
 The reference kernel (``ge.ops.detection``) keeps a box, then recomputes the overlap of
 every remaining box with it in NumPy: about 30 us of array calls per kept box, 3 ms for
-100 kept out of 1,000. Here NumPy sorts each class's candidates (score descending, the
-lower index first on ties, those not above the score threshold dropped) and one compiled
-loop walks them: a candidate is kept unless a box kept before it overlaps it by more
-than the IoU threshold, and the walk stops once the limit is met. The arithmetic is the
-reference's, in float64, so the selection is the same box for box: an IoU that is
-undefined (no intersection, an empty box, NaN) never suppresses.
+100 kept out of 1,000. Here one compiled call per batch entry does it all: the boxes'
+corners and areas, then for each class a heap of its candidates (those above the score
+threshold; the higher score first, the lower index on ties, as the reference's stable
+sort), taken off best first only as far as the walk goes: a candidate is kept unless a
+box kept before it overlaps it by more than the IoU threshold, and the walk stops once
+the limit is met (1,000 boxes of one class: 0.03 ms, onnxruntime 0.018). The arithmetic
+is the reference's, in float64, so the selection is the same box for box: an IoU that
+is undefined (no intersection, an empty box, NaN) never suppresses.
 
 RoiAlign: the reference gathers every sample's four corners for all channels at once
 with NumPy's fancy indexing (48 ms for 100 regions of a 256-channel 50x50 map, 7x
@@ -37,38 +39,132 @@ __all__ = ["OP_TYPES", "refusal", "bind", "bind_nms", "bind_roi_align"]
 OP_TYPES = frozenset({"NonMaxSuppression", "RoiAlign"})
 
 
-def nms_loop(y_min: np.ndarray, x_min: np.ndarray, y_max: np.ndarray, x_max: np.ndarray,
-             area: np.ndarray, order: np.ndarray, threshold: float,
-             kept: np.ndarray) -> int:  # pragma: no cover - runs compiled
-    """Greedy suppression over the candidates ``order`` (best first): a candidate is kept
-    unless a box kept before it overlaps it by more than ``threshold``; at most ``kept``'s
-    length are kept, written to ``kept``; returns how many. Each candidate is compared
-    with the boxes kept so far only, so the walk stops early once the limit is met."""
-    count = 0
-    limit = kept.shape[0]
-    for a in range(order.shape[0]):
-        if count >= limit:
-            break
-        j = order[a]
-        suppressed = False
-        for k in range(count):
-            i = kept[k]
-            high = y_max[i] if y_max[i] < y_max[j] else y_max[j]
-            low = y_min[i] if y_min[i] > y_min[j] else y_min[j]
-            right = x_max[i] if x_max[i] < x_max[j] else x_max[j]
-            left = x_min[i] if x_min[i] > x_min[j] else x_min[j]
-            inter_h = high - low
-            inter_w = right - left
-            if inter_h > 0.0 and inter_w > 0.0 and area[i] > 0.0 and area[j] > 0.0:
-                intersection = inter_h * inter_w
-                union = area[i] + area[j] - intersection
-                if union > 0.0 and intersection / union > threshold:
-                    suppressed = True
+def nms_loop(boxes: np.ndarray, scores: np.ndarray, center: bool, use_floor: bool,
+             floor: float, threshold: float, limit: int, kept_class: np.ndarray,
+             kept_box: np.ndarray) -> int:  # pragma: no cover - runs compiled
+    """Greedy suppression of each class of one batch: ``boxes`` [n, 4] and ``scores``
+    [classes, n] in float64. The selected (class, box) pairs go to ``kept_class`` and
+    ``kept_box`` (room for ``limit`` per class), class by class, best first; returns
+    how many.
+
+    A class's candidates (those above the floor, when there is one) are heaped, the best
+    on top (the higher score, the lower index on ties, NaN below every number): each is
+    taken off in the reference's sorted order, only as many as the walk needs. A
+    candidate is kept unless a box kept before it overlaps it by more than
+    ``threshold``; the walk stops once ``limit`` are kept."""
+    n = boxes.shape[0]
+    y_min = np.empty(n)
+    x_min = np.empty(n)
+    y_max = np.empty(n)
+    x_max = np.empty(n)
+    area = np.empty(n)
+    for b in range(n):
+        if center:
+            half_h, half_w = boxes[b, 3] / 2, boxes[b, 2] / 2
+            y_min[b], x_min[b] = boxes[b, 1] - half_h, boxes[b, 0] - half_w
+            y_max[b], x_max[b] = boxes[b, 1] + half_h, boxes[b, 0] + half_w
+        else:
+            y_min[b], y_max[b] = lower(boxes[b, 0], boxes[b, 2]), upper(boxes[b, 0], boxes[b, 2])
+            x_min[b], x_max[b] = lower(boxes[b, 1], boxes[b, 3]), upper(boxes[b, 1], boxes[b, 3])
+        area[b] = (y_max[b] - y_min[b]) * (x_max[b] - x_min[b])
+    heap = np.empty(n, np.int64)
+    kept = np.empty(max(limit, 1), np.int64)
+    total = 0
+    for cls in range(scores.shape[0]):
+        score = scores[cls]
+        size = 0
+        for b in range(n):
+            if not use_floor or score[b] > floor:
+                heap[size] = b
+                size += 1
+        # heapify: each parent above its children (better: higher, lower index on ties)
+        for start in range(size // 2 - 1, -1, -1):
+            position = start
+            item = heap[position]
+            while True:
+                child = 2 * position + 1
+                if child >= size:
                     break
-        if not suppressed:
-            kept[count] = j
-            count += 1
-    return count
+                other = child + 1
+                if other < size and better(score, heap[other], heap[child]):
+                    child = other
+                if not better(score, heap[child], item):
+                    break
+                heap[position] = heap[child]
+                position = child
+            heap[position] = item
+        count = 0
+        while size > 0 and count < limit:
+            j = heap[0]
+            size -= 1
+            # the last leaf to the root, moved down
+            item = heap[size]
+            position = 0
+            while True:
+                child = 2 * position + 1
+                if child >= size:
+                    break
+                other = child + 1
+                if other < size and better(score, heap[other], heap[child]):
+                    child = other
+                if not better(score, heap[child], item):
+                    break
+                heap[position] = heap[child]
+                position = child
+            heap[position] = item
+            suppressed = False
+            for k in range(count):
+                i = kept[k]
+                high = y_max[i] if y_max[i] < y_max[j] else y_max[j]
+                low = y_min[i] if y_min[i] > y_min[j] else y_min[j]
+                right = x_max[i] if x_max[i] < x_max[j] else x_max[j]
+                left = x_min[i] if x_min[i] > x_min[j] else x_min[j]
+                inter_h = high - low
+                inter_w = right - left
+                if inter_h > 0.0 and inter_w > 0.0 and area[i] > 0.0 and area[j] > 0.0:
+                    intersection = inter_h * inter_w
+                    union = area[i] + area[j] - intersection
+                    if union > 0.0 and intersection / union > threshold:
+                        suppressed = True
+                        break
+            if not suppressed:
+                kept[count] = j
+                kept_class[total] = cls
+                kept_box[total] = j
+                count += 1
+                total += 1
+    return total
+
+
+def lower(a: float, b: float) -> float:  # pragma: no cover - runs compiled
+    """``np.minimum``'s: NaN when either is."""
+    if a != a or b != b:
+        return a + b
+    return a if a < b else b
+
+
+def upper(a: float, b: float) -> float:  # pragma: no cover - runs compiled
+    """``np.maximum``'s: NaN when either is."""
+    if a != a or b != b:
+        return a + b
+    return a if a > b else b
+
+
+def better(score: np.ndarray, a: int, b: int) -> bool:  # pragma: no cover - runs compiled
+    """Whether candidate ``a`` comes before ``b``: the higher score, NaN below every
+    number, the lower index on ties (the reference's stable sort of the negated
+    scores)."""
+    sa, sb = score[a], score[b]
+    if sa > sb:
+        return True
+    if sa < sb:
+        return False
+    if sa == sb:
+        return a < b
+    a_nan, b_nan = sa != sa, sb != sb
+    if a_nan and b_nan:
+        return a < b
+    return b_nan
 
 
 def roi_align_loop(data: np.ndarray, batch: np.ndarray, start_y: np.ndarray,
@@ -153,8 +249,8 @@ def roi_align_loop(data: np.ndarray, batch: np.ndarray, start_y: np.ndarray,
                     out[r, c, ph, pw] = best if use_max else total / samples
 
 
-_SIGNATURE = ("int64(float64[::1], float64[::1], float64[::1], float64[::1], float64[::1], "
-              "int64[::1], float64, int64[::1])")
+_SIGNATURE = ("int64(float64[:, ::1], float64[:, ::1], boolean, boolean, float64, float64, "
+              "int64, int64[::1], int64[::1])")
 _ROI_SIGNATURE = ("void(float32[:, :, :, ::1], int64[::1], float64[::1], float64[::1], "
                   "float64[::1], float64[::1], int64[::1], int64[::1], float32[:, :, :, ::1], "
                   "boolean)")
@@ -163,8 +259,12 @@ _LOCK = threading.Lock()
 
 
 def _source(loop: Callable[..., Any], signature: str) -> str:
-    return "\n".join(["import numpy as np", "", "", inspect.getsource(loop).rstrip(), "", "",
-                      f"serial_loop = {loop.__name__}", f"SIGNATURE = {signature!r}", ""])
+    lines = ["import numba", "import numpy as np", ""]
+    if loop is nms_loop:
+        for helper in (lower, upper, better):
+            lines += ["", "@numba.njit(inline='always')", inspect.getsource(helper).rstrip(), ""]
+    return "\n".join(lines + ["", inspect.getsource(loop).rstrip(), "", "",
+                              f"serial_loop = {loop.__name__}", f"SIGNATURE = {signature!r}", ""])
 
 
 def compiled_loop(op_type: str = "NonMaxSuppression") -> Callable[..., Any]:
@@ -198,21 +298,10 @@ def _scalar(value: Optional[np.ndarray]) -> Optional[float]:
     return None if value is None or value.size == 0 else float(value.reshape(-1)[0])
 
 
-def _corners(boxes: np.ndarray, center_point_box: int) -> list[np.ndarray]:
-    """(y_min, x_min, y_max, x_max) as contiguous float64 arrays, as the reference has them."""
-    if center_point_box:
-        x, y, w, h = boxes.T
-        found = [y - h / 2, x - w / 2, y + h / 2, x + w / 2]
-    else:
-        y1, x1, y2, x2 = boxes.T
-        found = [np.minimum(y1, y2), np.minimum(x1, x2), np.maximum(y1, y2), np.maximum(x1, x2)]
-    return [np.ascontiguousarray(side) for side in found]
-
-
 def bind_nms(node: Node) -> Callable[[Sequence[Optional[np.ndarray]]], list[np.ndarray]]:
     """The node's kernel: [K, 3] selected (batch, class, box) indices, as the reference."""
     loop = compiled_loop()
-    center_point_box = int(node.attrs.get("center_point_box", 0))
+    center = bool(node.attrs.get("center_point_box", 0))
 
     def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
         boxes, scores = inputs[0], inputs[1]
@@ -221,27 +310,27 @@ def bind_nms(node: Node) -> Callable[[Sequence[Optional[np.ndarray]]], list[np.n
         limit = int(max(_scalar(given[2]) or 0, 0))
         threshold = _scalar(given[3]) or 0.0
         floor = _scalar(given[4])
-        selected: list[np.ndarray] = []
-        for batch in range(boxes.shape[0] if limit else 0):
-            y_min, x_min, y_max, x_max = _corners(boxes[batch].astype(np.float64),
-                                                  center_point_box)
-            area = (y_max - y_min) * (x_max - x_min)
-            for cls in range(scores.shape[1]):
-                score = scores[batch, cls].astype(np.float64)
-                # the candidates above the floor, best first (a stable sort keeps the
-                # lower index first on ties; NaN scores go last, as the reference's)
-                order = np.flatnonzero(score > floor) if floor is not None \
-                    else np.arange(len(score))
-                order = order[np.argsort(-score[order], kind="stable")]
-                kept = np.empty(min(limit, len(order)), np.int64)
-                count = loop(y_min, x_min, y_max, x_max, area,
-                             np.ascontiguousarray(order, np.int64), float(threshold), kept)
-                rows = np.empty((count, 3), np.int64)
-                rows[:, 0], rows[:, 1], rows[:, 2] = batch, cls, kept[:count]
-                selected.append(rows)
-        if not selected:
+        if boxes.ndim != 3 or boxes.shape[2] != 4 or scores.ndim != 3 \
+                or scores.shape[0] != boxes.shape[0] or scores.shape[2] != boxes.shape[1]:
+            raise ValueError(f"boxes {list(boxes.shape)} and scores {list(scores.shape)} "
+                             f"do not fit: [batch, boxes, 4] and [batch, classes, boxes]")
+        batches, classes, count = boxes.shape[0], scores.shape[1], boxes.shape[1]
+        limit = min(limit, count)
+        if not limit or not batches or not classes:
             return [np.zeros((0, 3), np.int64)]
-        return [np.concatenate(selected)]
+        selected = np.empty((batches * classes * limit, 3), np.int64)
+        found = 0
+        kept_class = np.empty(classes * limit, np.int64)
+        kept_box = np.empty(classes * limit, np.int64)
+        for batch in range(batches):
+            total = loop(np.ascontiguousarray(boxes[batch], np.float64),
+                         np.ascontiguousarray(scores[batch], np.float64), center,
+                         floor is not None, float(floor or 0.0), float(threshold), limit,
+                         kept_class, kept_box)
+            rows = selected[found:found + total]
+            rows[:, 0], rows[:, 1], rows[:, 2] = batch, kept_class[:total], kept_box[:total]
+            found += total
+        return [selected[:found].copy()]
 
     return kernel
 
