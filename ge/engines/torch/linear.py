@@ -6,7 +6,8 @@
 constant operand (a layer's weight) is laid out once at bind time as the contiguous
 ``[K, N]`` matrix the GEMM reads fastest; a product over a transposed view of it would
 be up to 2x slower. ``MatMulBiasAdd``'s activation runs in place on the product.
-``Transpose`` is one strided copy into the output slot.
+``Transpose`` is one strided copy into the output slot, or, when it transposes a batch
+of matrices (NCHW <-> NHWC, say), OpenBLAS's matrix transpose (``ge.engines.transpose``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ge.engines.torch._base import (
     register,
     tensor,
 )
+from ge.engines.transpose import Transposer
 from ge.ir import Node
 
 __all__: list[str] = []
@@ -312,10 +314,13 @@ def _bind_transpose(node: Node) -> Binding:
     import torch
 
     perm = [int(p) for p in node.attrs["perm"]]
+    as_matrices = Transposer(perm)
 
     def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
         source = inputs[0]
         assert source is not None
+        if as_matrices(source, outs[0]):  # a batch of matrix transposes (see there)
+            return
         if source.size < SMALL_TRANSPOSE_ELEMENTS:  # NumPy's strided copy is quicker
             np.copyto(outs[0], source.transpose(perm))
         else:

@@ -17,6 +17,7 @@ from ge.engines.numpy.writers._base import (
     _out_dtype,
     _writes,
 )
+from ge.engines.transpose import Transposer
 from ge.ir import Node
 from ge.ops.fused_matmul import gelu_erf
 from ge.ops.shape_utils import normalize_axes, normalize_axis
@@ -60,11 +61,15 @@ def _cast(node: Node) -> Optional[WritingKernel]:
 
 @_writes("Transpose")
 def _transpose(node: Node) -> Optional[WritingKernel]:
-    """x with its axes permuted, copied into out."""
+    """x with its axes permuted, copied into out (a batch of matrix transposes through
+    OpenBLAS's ``omatcopy``: ``ge.engines.transpose``)."""
     perm = node.attrs["perm"]
+    as_matrices = Transposer(perm) if perm is not None else None
 
     def run(inputs: Inputs, outs: Outs) -> None:
-        np.copyto(outs[0], np.transpose(_array(inputs, 0), perm))
+        source = _array(inputs, 0)
+        if as_matrices is None or not as_matrices(source, outs[0]):
+            np.copyto(outs[0], np.transpose(source, perm))
 
     return run
 
