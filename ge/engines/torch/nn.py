@@ -623,13 +623,19 @@ def _check_cast(node: Node) -> bool:
 
 
 def _bind_cast(node: Node) -> Binding:
+    import torch
+
     dtype = node.outputs[0].dtype.np_dtype
+    # torch converts bool slowly (0.12 ms for 409,600 values) and uint8 fast (0.02): a
+    # bool is one byte, 0 or 1, so its bytes are read as uint8
+    from_bool = _value(node, 0).dtype is DataType.DT_BOOL
 
     def make(fresh: Fresh) -> Writer:
         source, target = fresh(), fresh()
 
         def writer(inputs: Arrays, outs: Sequence[np.ndarray]) -> None:
-            target(outs[0]).copy_(source(inputs[0]))
+            given = source(inputs[0])
+            target(outs[0]).copy_(given.view(torch.uint8) if from_bool else given)
 
         return writer
 
@@ -740,8 +746,10 @@ def _bind_gather_elements(node: Node) -> Binding:
         def writer(inputs: Arrays, outs: Sequence[np.ndarray]) -> None:
             data, positions = source(inputs[0]), positions_of(inputs[1])
             size = data.shape[axis]
-            if positions.numel():
-                low, high = int(positions.min()), int(positions.max())
+            given = inputs[1]
+            assert given is not None
+            if given.size:
+                low, high = int(given.min()), int(given.max())  # NumPy's: quicker calls
                 if low < -size or high >= size:
                     bad = low if low < -size else high
                     raise IndexError(f"GatherElements: index {bad} is out of range for a "
