@@ -19,6 +19,7 @@ and the caller copies as before.
 from __future__ import annotations
 
 import ctypes
+import math
 import threading
 from collections.abc import Sequence
 from typing import Any, Optional
@@ -98,7 +99,7 @@ def matrix_plan(shape: Sequence[int], perm: Sequence[int]) -> Optional[tuple[int
             groups[-1].append(axis)
         else:
             groups.append([axis])
-    sizes = [int(np.prod([shape[a] for a in group])) for group in groups]
+    sizes = [math.prod(shape[a] for a in group) for group in groups]
     order = sorted(range(len(groups)), key=lambda g: groups[g][0])  # the input's order
     if len(groups) == 2 and order == [1, 0]:
         return 1, sizes[1], sizes[0]

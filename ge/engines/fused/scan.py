@@ -22,6 +22,7 @@ compiled (and cached on disk) like the engine's other loops (``kernels``).
 from __future__ import annotations
 
 import inspect
+import math
 import threading
 from collections.abc import Sequence
 from typing import Callable, Optional
@@ -217,8 +218,8 @@ def bind_arg(node: Node) -> tuple[Kernel, Writer]:
         assert x is not None
         if x.shape[axis] == 0:
             raise ValueError(f"{node.op_type} of an empty axis {axis} has no position")
-        outer = int(np.prod(x.shape[:axis], dtype=np.int64))
-        inner = int(np.prod(x.shape[axis + 1:], dtype=np.int64))
+        outer = math.prod(x.shape[:axis])
+        inner = math.prod(x.shape[axis + 1:])
         source = np.ascontiguousarray(x).reshape(outer, x.shape[axis], inner)
         out = outs[0]
         if out.flags.c_contiguous:
@@ -250,8 +251,8 @@ def bind_cumsum(node: Node) -> tuple[Kernel, Writer]:
 
     def as_three(array: np.ndarray) -> np.ndarray:
         shape = array.shape
-        outer = int(np.prod(shape[:axis], dtype=np.int64))
-        inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+        outer = math.prod(shape[:axis])
+        inner = math.prod(shape[axis + 1:])
         return array.reshape(outer, shape[axis], inner)
 
     def write(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
