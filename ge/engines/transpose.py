@@ -26,6 +26,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ge.runtime.threads import openblas_libraries
+
 __all__ = ["matrix_plan", "transpose_into", "available", "Transposer", "MAX_BATCH",
            "MIN_ELEMENTS"]
 
@@ -55,13 +57,7 @@ def _routines() -> dict[np.dtype, Any]:
         if _found is not None:
             return _found
         _found = {}
-        try:
-            with open("/proc/self/maps") as maps:
-                paths = sorted({line.split()[-1] for line in maps
-                                if "openblas" in line.lower() and line.split()[-1].startswith("/")})
-        except OSError:
-            return _found
-        for path in paths:
+        for path in openblas_libraries():
             try:
                 library = ctypes.CDLL(path)
             except OSError:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Optional
 
 __all__ = ["limited", "current_limit", "blas_threads", "set_blas_threads", "resolve_threads",
-           "register_pool", "ENVIRONMENT_VARIABLE"]
+           "register_pool", "openblas_libraries", "ENVIRONMENT_VARIABLE"]
 
 #: the environment variable a session reads when neither it nor ge.compile got a count
 ENVIRONMENT_VARIABLE = "GE_NUM_THREADS"
@@ -72,19 +72,24 @@ def current_limit() -> Optional[int]:
     return getattr(_local, "limit", None)
 
 
+def openblas_libraries() -> list[str]:
+    """The paths of the OpenBLAS libraries this process has loaded (NumPy's, once NumPy is
+    imported), from ``/proc/self/maps``; empty where that cannot be read."""
+    try:
+        with open("/proc/self/maps") as maps:
+            return sorted({line.split()[-1] for line in maps
+                           if "openblas" in line.lower() and line.split()[-1].startswith("/")})
+    except OSError:
+        return []
+
+
 def _find_blas() -> Optional[tuple[Any, Any]]:
     global _blas, _blas_searched
     with _blas_lock:
         if _blas_searched:
             return _blas
         _blas_searched = True
-        try:
-            with open("/proc/self/maps") as maps:
-                paths = sorted({line.split()[-1] for line in maps
-                                if "openblas" in line.lower() and line.split()[-1].startswith("/")})
-        except OSError:
-            return None
-        for path in paths:
+        for path in openblas_libraries():
             try:
                 library = ctypes.CDLL(path)
             except OSError:

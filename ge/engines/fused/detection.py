@@ -79,39 +79,12 @@ def nms_loop(boxes: np.ndarray, scores: np.ndarray, center: bool, use_floor: boo
                 size += 1
         # heapify: each parent above its children (better: higher, lower index on ties)
         for start in range(size // 2 - 1, -1, -1):
-            position = start
-            item = heap[position]
-            while True:
-                child = 2 * position + 1
-                if child >= size:
-                    break
-                other = child + 1
-                if other < size and better(score, heap[other], heap[child]):
-                    child = other
-                if not better(score, heap[child], item):
-                    break
-                heap[position] = heap[child]
-                position = child
-            heap[position] = item
+            settle(heap, score, size, start, heap[start])
         count = 0
         while size > 0 and count < limit:
             j = heap[0]
             size -= 1
-            # the last leaf to the root, moved down
-            item = heap[size]
-            position = 0
-            while True:
-                child = 2 * position + 1
-                if child >= size:
-                    break
-                other = child + 1
-                if other < size and better(score, heap[other], heap[child]):
-                    child = other
-                if not better(score, heap[child], item):
-                    break
-                heap[position] = heap[child]
-                position = child
-            heap[position] = item
+            settle(heap, score, size, 0, heap[size])  # the last leaf to the root
             suppressed = False
             for k in range(count):
                 i = kept[k]
@@ -148,6 +121,24 @@ def upper(a: float, b: float) -> float:  # pragma: no cover - runs compiled
     if a != a or b != b:
         return a + b
     return a if a > b else b
+
+
+def settle(heap: np.ndarray, score: np.ndarray, size: int, position: int,
+           item: int) -> None:  # pragma: no cover - runs compiled
+    """Put candidate ``item`` at ``position`` of the heap of ``size`` and move it down
+    below every child that comes before it."""
+    while True:
+        child = 2 * position + 1
+        if child >= size:
+            break
+        other = child + 1
+        if other < size and better(score, heap[other], heap[child]):
+            child = other
+        if not better(score, heap[child], item):
+            break
+        heap[position] = heap[child]
+        position = child
+    heap[position] = item
 
 
 def better(score: np.ndarray, a: int, b: int) -> bool:  # pragma: no cover - runs compiled
@@ -261,7 +252,7 @@ _LOCK = threading.Lock()
 def _source(loop: Callable[..., Any], signature: str) -> str:
     lines = ["import numba", "import numpy as np", ""]
     if loop is nms_loop:
-        for helper in (lower, upper, better):
+        for helper in (lower, upper, better, settle):
             lines += ["", "@numba.njit(inline='always')", inspect.getsource(helper).rstrip(), ""]
     return "\n".join(lines + ["", inspect.getsource(loop).rstrip(), "", "",
                               f"serial_loop = {loop.__name__}", f"SIGNATURE = {signature!r}", ""])
