@@ -1,0 +1,88 @@
+"""The oneDNN engine: convolutions and pooling as oneDNN primitives, made once per input
+shape and called through oneDNN's C API.
+
+It takes ``Conv2D``/``FusedConv2D`` (bias, residual add and activation fused as
+post-ops) and 2-D ``MaxPool``/``AvgPool`` in float32, NHWC or NCHW, and writes their
+outputs into the memory plan's arena. What it takes it runs for the cost of the kernel
+plus about a microsecond a call; PyTorch's route to the same library (the torch engine)
+pays about 25 us a call to rebuild the primitive's description.
+
+oneDNN is an optional dependency (the ``onednn-cpu-gomp`` wheel). Without it
+``supports`` declines every node and the compiler gives them to the next engine; the
+compile report names the engine as unavailable and why.
+
+Threads: oneDNN runs on OpenMP. With PyTorch loaded both share one OpenMP runtime (found
+by its soname), so the run's thread limit set on torch's pool is the limit here too; the
+engine registers the runtime's own setter with ``runtime.threads`` as well, for runs
+without torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Optional
+
+from ge.engines.base import BoundKernel, BoundNode, Engine, WritingKernel, register_engine
+from ge.errors import UnsupportedOpError
+from ge.ir import Node
+
+__all__ = ["OneDNNEngine"]
+
+_POOL_READY = False
+
+
+def _table() -> dict[str, tuple[Callable[[Node], bool], Callable[[Node], BoundNode]]]:
+    from ge.engines.onednn import conv
+
+    return {"Conv2D": (conv.check_conv, conv.bind_conv),
+            "FusedConv2D": (conv.check_conv, conv.bind_conv),
+            "MaxPool": (conv.check_pool, conv.bind_pool),
+            "AvgPool": (conv.check_pool, conv.bind_pool)}
+
+
+def _register_pool() -> None:
+    global _POOL_READY
+    if _POOL_READY:
+        return
+    from ge.engines.onednn import _lib
+    from ge.runtime.threads import register_pool
+
+    runtime = _lib.openmp_runtime()
+    if runtime is not None:
+        register_pool("openmp", runtime.omp_get_max_threads, runtime.omp_set_num_threads)
+    _POOL_READY = True
+
+
+class OneDNNEngine(Engine):
+    """oneDNN primitives for convolutions and pooling."""
+
+    name = "onednn"
+    owns_thread_pool = True
+
+    def unavailable_reason(self) -> Optional[str]:
+        from ge.engines.onednn import _lib
+
+        return _lib.unavailable_reason()
+
+    def supports(self, node: Node) -> bool:
+        entry = _table().get(node.op_type)
+        if entry is None or not entry[0](node):
+            return False
+        return self.unavailable_reason() is None
+
+    def bind_node(self, node: Node) -> BoundNode:
+        entry = _table().get(node.op_type)
+        if entry is None:
+            raise UnsupportedOpError(f"the onednn engine has no kernel for {node.op_type} "
+                                     f"node {node.name!r}")
+        _register_pool()
+        return entry[1](node)
+
+    def bind(self, node: Node) -> BoundKernel:
+        return self.bind_node(node).kernel
+
+    def bind_writer(self, node: Node) -> Optional[WritingKernel]:
+        return self.bind_node(node).writer
+
+
+register_engine(OneDNNEngine())

@@ -1,0 +1,316 @@
+"""Convolutions and pooling as oneDNN primitives written into the memory plan's arena.
+
+``Conv2D`` and ``FusedConv2D`` (dense, grouped, depthwise; NHWC or NCHW; any padding,
+asymmetric included; dilation) are one convolution primitive per input shape: the filter
+is packed once into the layout the chosen kernel reads, the bias, a residual add (a
+binary post-op reading the residual where it lies) and the activation (an eltwise
+post-op) run inside the kernel, and the result is written straight into the node's slot
+of the arena. ``MaxPool`` and ``AvgPool`` on 2-D windows are pooling primitives.
+
+The primitive for an input shape is made at the first run with it (oneDNN's JIT
+generates the kernel then: a few milliseconds) and kept; a later run costs a ctypes call
+and the data pointers that changed. A configuration oneDNN refuses runs on the next
+engine that takes the node (torch, else NumPy), as does a residual whose shape is not
+the output's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from ge.engines.base import BoundNode
+from ge.engines.onednn import _lib
+from ge.errors import ExecutionError, UnsupportedOpError
+from ge.ir import DataType, Format, Node
+from ge.ops.nn import resolve_window
+from ge.ops.nn_window import Window, plan_axis
+
+__all__ = ["check_conv", "bind_conv", "check_pool", "bind_pool", "ACTIVATIONS"]
+
+#: FusedConv2D's activations as oneDNN eltwise post-ops: attrs -> (algorithm, alpha, beta)
+ACTIVATIONS: dict[str, Callable[[dict[str, Any]], tuple[str, float, float]]] = {
+    "Relu": lambda attrs: ("relu", 0.0, 0.0),
+    "Relu6": lambda attrs: ("clip", 0.0, 6.0),
+    "Clip": lambda attrs: ("clip", float(attrs["clip_min"]), float(attrs["clip_max"])),
+    "LeakyRelu": lambda attrs: ("relu", float(attrs["alpha"]), 0.0),
+    "Sigmoid": lambda attrs: ("logistic", 0.0, 0.0),
+    "Tanh": lambda attrs: ("tanh", 0.0, 0.0),
+    "HardSwish": lambda attrs: ("hardswish", 1.0 / 6.0, 0.5),
+    "Swish": lambda attrs: ("swish", 1.0, 0.0),
+}
+
+_F32 = DataType.DT_FLOAT
+
+
+def _float32(node: Node, indices: Sequence[int]) -> bool:
+    values = [node.inputs[i] for i in indices if i < len(node.inputs)]
+    return all(v.dtype is _F32 for v in node.outputs) and all(
+        v is None or v.dtype is _F32 for v in values)
+
+
+def _const(node: Node, index: int) -> Optional[np.ndarray]:
+    """Input ``index`` when a constant feeds it (its data unread until binding)."""
+    value = node.inputs[index] if index < len(node.inputs) else None
+    producer = None if value is None else value.producer
+    if producer is None or producer.op_type != "Const" or producer.attrs.get("value") is None:
+        return None
+    return producer.attrs["value"].numpy()
+
+
+def _is_const(node: Node, index: int) -> bool:
+    value = node.inputs[index] if index < len(node.inputs) else None
+    producer = None if value is None else value.producer
+    return producer is not None and producer.op_type == "Const" \
+        and producer.attrs.get("value") is not None
+
+
+def _rank(node: Node, index: int) -> int:
+    value = node.inputs[index] if index < len(node.inputs) else None
+    return -1 if value is None else len(value.shape)
+
+
+def check_conv(node: Node) -> bool:
+    """True when the node is a 2-D float32 convolution with constant filter and bias and
+    an activation oneDNN fuses."""
+    if not _float32(node, (0, 2, 3)) or _rank(node, 0) != 4:
+        return False
+    if node.attrs["data_format"] not in (Format.NHWC, Format.NCHW):
+        return False
+    if not _is_const(node, 1) or _rank(node, 1) != 4:
+        return False
+    if len(node.inputs) > 2 and node.inputs[2] is not None and not _is_const(node, 2):
+        return False
+    activation = node.attrs.get("activation", "") or ""
+    if activation and activation not in ACTIVATIONS:
+        return False
+    if activation == "Clip" and (node.attrs.get("clip_min") is None
+                                 or node.attrs.get("clip_max") is None):
+        return False
+    try:
+        resolve_window(node.attrs)
+    except ValueError:
+        return False
+    return True
+
+
+def _filter_oihw(node: Node) -> np.ndarray:
+    weights = _const(node, 1)
+    assert weights is not None
+    chosen = node.attrs.get("filter_format") or (
+        "OIHW" if node.attrs["data_format"] is Format.NCHW else "HWIO")
+    oihw = weights if chosen == "OIHW" else weights.transpose(3, 2, 0, 1)
+    return np.ascontiguousarray(oihw, dtype=np.float32)
+
+
+def _padding(window: Window, height: int, width: int, kh: int, kw: int
+             ) -> tuple[list[int], list[int]]:
+    rows, cols = plan_axis(window, 0, height, kh), plan_axis(window, 1, width, kw)
+    return [rows.pad_begin, cols.pad_begin], [rows.pad_end, cols.pad_end]
+
+
+#: the axes of an NHWC array in oneDNN's logical order (N, C, H, W)
+_NCHW_OF_NHWC = (0, 3, 1, 2)
+
+
+class _Fallback:
+    """The node's writer on the next engine that takes it, bound at first need."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.bound: Optional[BoundNode] = None
+
+    def __call__(self, inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]
+                 ) -> None:
+        if self.bound is None:
+            from ge.engines import get_engine
+
+            names = [n for n in ("torch", "numpy") if get_engine(n).supports(self.node)]
+            self.bound = get_engine(names[0]).bind_node(self.node)
+        if self.bound.writer is not None:
+            self.bound.writer(inputs, outs)
+        else:
+            np.copyto(outs[0], self.bound.kernel(inputs)[0])
+
+
+def bind_conv(node: Node) -> BoundNode:
+    oihw = _filter_oihw(node)
+    bias_data = _const(node, 2)
+    bias = None if bias_data is None else np.ascontiguousarray(bias_data, dtype=np.float32)
+    window = resolve_window(node.attrs)
+    groups = int(node.attrs["groups"])
+    out_channels, in_per_group, kh, kw = (int(d) for d in oihw.shape)
+    activation = node.attrs.get("activation", "") or ""
+    eltwise = ACTIVATIONS[activation](node.attrs) if activation else None
+    has_residual = len(node.inputs) > 3 and node.inputs[3] is not None
+    nhwc = node.attrs["data_format"] is Format.NHWC
+    axes = _NCHW_OF_NHWC if nhwc else (0, 1, 2, 3)
+    weight_dims = ([groups, out_channels // groups, in_per_group, kh, kw] if groups > 1
+                   else [out_channels, in_per_group, kh, kw])
+    plain_weights = oihw.reshape(weight_dims)
+    primitives: dict[tuple[Any, ...], Optional[_lib.Primitive]] = {}
+    fallback = _Fallback(node)
+
+    def make(x: np.ndarray, out: np.ndarray, residual: Optional[np.ndarray]
+             ) -> Optional[_lib.Primitive]:
+        logical = [x.shape[a] for a in axes]
+        begin, end = _padding(window, logical[2], logical[3], kh, kw)
+        source, dest = _lib.Desc.of(x, axes=axes), _lib.Desc.of(out, axes=axes)
+        post = _lib.PostOps()
+        operands = [(_lib.ARG_SRC, source.handle), (_lib.ARG_DST, dest.handle)]
+        if residual is not None:
+            other = _lib.Desc.of(residual, axes=axes)
+            index = post.binary_add(other)
+            operands.append((_lib.post_op_arg(index, _lib.ARG_SRC_1), other.handle))
+        if eltwise is not None:
+            post.eltwise(*eltwise)
+        bias_desc = None if bias is None else _lib.Desc([out_channels], [1])
+        try:
+            pd, weights_md = _lib.convolution(
+                source, _lib.Desc(weight_dims), bias_desc, dest, list(window.strides),
+                list(window.dilations), begin, end, post)
+        except UnsupportedOpError:
+            return None
+        try:
+            packed = _lib.reorder(plain_weights, _lib.Desc.of(plain_weights), weights_md)
+            constants = [(_lib.ARG_WEIGHTS, weights_md, packed)]
+            if bias is not None and bias_desc is not None:
+                constants.append((_lib.ARG_BIAS, bias_desc.handle, bias))
+            return _lib.Primitive(pd, operands, f"the convolution {node.name!r}", constants)
+        finally:
+            _lib.destroy(pd)
+
+    def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
+        x, out = inputs[0], outs[0]
+        assert x is not None
+        residual = inputs[3] if has_residual else None
+        if not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x)
+        key: tuple[Any, ...] = x.shape
+        if residual is not None:
+            if residual.shape != out.shape:  # the kernel would read past the residual
+                raise ExecutionError(f"FusedConv2D node {node.name!r}: the residual has shape "
+                                     f"{list(residual.shape)}, the output "
+                                     f"{list(out.shape)}")
+            if not residual.flags.c_contiguous:
+                residual = np.ascontiguousarray(residual)
+        try:
+            primitive = primitives[key]
+        except KeyError:
+            primitive = primitives[key] = make(x, out, residual)
+        if primitive is None:
+            fallback(inputs, outs)
+            return
+        if residual is None:
+            primitive.run((_lib.pointer(x), _lib.pointer(out)))
+        else:
+            primitive.run((_lib.pointer(x), _lib.pointer(out), _lib.pointer(residual)))
+
+    def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
+        shape = _output_shape(node, inputs)
+        out = np.empty(shape, np.float32)
+        writer(inputs, [out])
+        return [out]
+
+    def _output_shape(node: Node, inputs: Sequence[Optional[np.ndarray]]) -> tuple[int, ...]:
+        x = inputs[0]
+        assert x is not None
+        logical = [x.shape[a] for a in axes]
+        rows = plan_axis(window, 0, logical[2], kh)
+        cols = plan_axis(window, 1, logical[3], kw)
+        if nhwc:
+            return (logical[0], rows.output, cols.output, out_channels)
+        return (logical[0], out_channels, rows.output, cols.output)
+
+    return BoundNode(kernel, writer)
+
+
+# -- pooling ------------------------------------------------------------------------------
+
+def _pool_kernel(node: Node) -> Optional[tuple[int, int]]:
+    values = [int(k) for k in node.attrs.get("ksize") or ()]
+    if len(values) == 4:  # [1, kh, kw, 1] or [1, 1, kh, kw]
+        values = values[1:3] if node.attrs["data_format"] is Format.NHWC else values[2:4]
+    return (values[0], values[1]) if len(values) == 2 else None
+
+
+def check_pool(node: Node) -> bool:
+    """True for a 2-D float32 max or average pool."""
+    if not _float32(node, (0,)) or _rank(node, 0) != 4 or len(node.outputs) != 1:
+        return False
+    if node.attrs.get("data_format") not in (Format.NHWC, Format.NCHW):
+        return False
+    if _pool_kernel(node) is None:
+        return False
+    try:
+        window = resolve_window(node.attrs, bool(node.attrs.get("ceil_mode", False)))
+    except (ValueError, KeyError):
+        return False
+    return node.op_type == "MaxPool" or window.dilations == (1, 1)
+
+
+def bind_pool(node: Node) -> BoundNode:
+    kh, kw = _pool_kernel(node) or (1, 1)
+    window = resolve_window(node.attrs, bool(node.attrs.get("ceil_mode", False)))
+    nhwc = node.attrs["data_format"] is Format.NHWC
+    axes = _NCHW_OF_NHWC if nhwc else (0, 1, 2, 3)
+    if node.op_type == "MaxPool":
+        algorithm = _lib.POOL_MAX
+    else:
+        algorithm = (_lib.POOL_AVG_INCLUDE if node.attrs.get("count_include_pad")
+                     else _lib.POOL_AVG_EXCLUDE)
+    primitives: dict[tuple[int, ...], Optional[_lib.Primitive]] = {}
+    fallback = _Fallback(node)
+
+    def make(x: np.ndarray, out: np.ndarray) -> Optional[_lib.Primitive]:
+        logical = [x.shape[a] for a in axes]
+        rows = plan_axis(window, 0, logical[2], kh)
+        cols = plan_axis(window, 1, logical[3], kw)
+        if (rows.overhang or cols.overhang) and algorithm == _lib.POOL_AVG_INCLUDE:
+            return None  # the overhang of a ceil-mode window is never counted
+        # a ceil-mode window's overhang is padding that max and exclude-padding averages
+        # ignore as they ignore the declared padding
+        begin = [rows.pad_begin, cols.pad_begin]
+        end = [rows.pad_end + rows.overhang, cols.pad_end + cols.overhang]
+        source, dest = _lib.Desc.of(x, axes=axes), _lib.Desc.of(out, axes=axes)
+        try:
+            pd = _lib.pooling(algorithm, source, dest, list(window.strides), [kh, kw],
+                              list(window.dilations), begin, end)
+        except UnsupportedOpError:
+            return None
+        try:
+            return _lib.Primitive(pd, [(_lib.ARG_SRC, source.handle),
+                                       (_lib.ARG_DST, dest.handle)],
+                                  f"the pooling {node.name!r}")
+        finally:
+            _lib.destroy(pd)
+
+    def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
+        x, out = inputs[0], outs[0]
+        assert x is not None
+        if not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x)
+        try:
+            primitive = primitives[x.shape]
+        except KeyError:
+            primitive = primitives[x.shape] = make(x, out)
+        if primitive is None:
+            fallback(inputs, outs)
+            return
+        primitive.run((_lib.pointer(x), _lib.pointer(out)))
+
+    def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
+        x = inputs[0]
+        assert x is not None
+        logical = [x.shape[a] for a in axes]
+        rows = plan_axis(window, 0, logical[2], kh).output
+        cols = plan_axis(window, 1, logical[3], kw).output
+        shape = (logical[0], rows, cols, logical[1]) if nhwc else (logical[0], logical[1],
+                                                                   rows, cols)
+        out = np.empty(shape, np.float32)
+        writer(inputs, [out])
+        return [out]
+
+    return BoundNode(kernel, writer)

@@ -1,0 +1,294 @@
+"""The oneDNN engine: each convolution and pool it takes agrees with the NumPy engine
+(an independent reference), runs again from its cached primitive, writes into the arena,
+and falls back where oneDNN cannot take a call."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any, Optional
+
+import numpy as np
+import pytest
+
+import ge
+from ge.engines import get_engine
+from ge.engines.onednn import _lib
+from ge.ops import create_node
+from ge.runtime import threads
+from tests.tolerance import assert_close
+
+RNG = np.random.default_rng(11)
+
+
+def _f32(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def _graph(op_type: str, arrays: Sequence[Optional[np.ndarray]], attrs: dict[str, Any],
+           const: Sequence[int] = ()) -> ge.Graph:
+    graph = ge.Graph(op_type.lower())
+    values: list[Any] = []
+    for index, array in enumerate(arrays):
+        if array is None:
+            values.append(None)
+        elif index in const:
+            values.append(create_node("Const", [], {"value": ge.Tensor(array)}, f"c{index}",
+                                      graph))
+        else:
+            values.append(create_node("Data", [], {"shape": list(array.shape),
+                                                   "dtype": array.dtype.name}, f"x{index}",
+                                      graph))
+    graph.set_outputs([create_node(op_type, values, attrs, "op", graph)])
+    return graph
+
+
+def _feeds(arrays: Sequence[Optional[np.ndarray]], const: Sequence[int]) -> dict[str, Any]:
+    return {f"x{i}": a for i, a in enumerate(arrays) if a is not None and i not in const}
+
+
+def _reference(graph: ge.Graph, feeds: dict[str, Any]) -> np.ndarray:
+    return ge.Session(ge.compile(graph, opt_level=0, engines=["numpy"])).run(feeds)["op"]
+
+
+def check_on_onednn(op_type: str, arrays: Sequence[Optional[np.ndarray]],
+                    attrs: dict[str, Any], const: Sequence[int] = ()) -> None:
+    """The node runs on the oneDNN engine, inside the arena, and agrees with NumPy."""
+    graph = _graph(op_type, arrays, attrs, const)
+    executable = ge.compile(graph, opt_level=0, engines=["onednn", "numpy"])
+    assert executable.report["engines_by_op"].get("onednn") == {op_type: 1}, \
+        executable.report["engines_by_op"]
+    feeds = _feeds(arrays, const)
+    session = ge.Session(executable)
+    got = session.run(feeds)["op"]
+    again = session.run(feeds)["op"]  # the cached primitive, its pointers reset
+    assert_close(got, _reference(graph, feeds), accumulate=True, what=f"{op_type} {attrs}")
+    np.testing.assert_array_equal(again, got)
+    assert not executable.memory["outside_arena"]
+
+
+def declined(op_type: str, arrays: Sequence[Optional[np.ndarray]], attrs: dict[str, Any],
+             const: Sequence[int] = ()) -> bool:
+    node = next(n for n in _graph(op_type, arrays, attrs, const).nodes if n.name == "op")
+    return not get_engine("onednn").supports(node)
+
+
+CONV_CASES = [
+    # (data_format, input (N, C, H, W), cout, kernel, stride, pads, dilation, groups, padding)
+    ("NHWC", (2, 8, 9, 9), 16, 3, 1, [1, 1, 1, 1], 1, 1, "EXPLICIT"),
+    ("NHWC", (1, 8, 10, 10), 16, 3, 2, [0, 1, 0, 1], 1, 1, "EXPLICIT"),  # asymmetric
+    ("NHWC", (1, 8, 10, 10), 16, 3, 2, None, 1, 1, "SAME"),
+    ("NHWC", (1, 8, 11, 11), 8, 3, 1, [2, 2, 2, 2], 2, 1, "EXPLICIT"),  # dilated
+    ("NHWC", (1, 16, 12, 12), 16, 3, 1, [1, 1, 1, 1], 1, 16, "EXPLICIT"),  # depthwise
+    ("NHWC", (1, 24, 14, 14), 24, 7, 1, [3, 3, 3, 3], 1, 24, "EXPLICIT"),  # large depthwise
+    ("NHWC", (2, 20, 15, 15), 20, 3, 2, [0, 1, 0, 1], 1, 20, "EXPLICIT"),  # strided dw
+    ("NHWC", (1, 16, 8, 8), 32, 3, 1, [1, 1, 1, 1], 1, 4, "EXPLICIT"),  # grouped
+    ("NHWC", (3, 3, 16, 16), 8, 1, 1, [0, 0, 0, 0], 1, 1, "VALID"),
+    ("NHWC", (1, 3, 33, 33), 32, 3, 2, [1, 1, 1, 1], 1, 1, "EXPLICIT"),  # a stem
+    ("NCHW", (2, 8, 9, 9), 16, 3, 2, [1, 1, 1, 1], 1, 1, "EXPLICIT"),
+    ("NCHW", (1, 6, 7, 7), 6, 3, 1, [1, 1, 1, 1], 1, 6, "EXPLICIT"),
+    ("NCHW", (1, 5, 12, 10), 7, 5, 1, [2, 1, 0, 2], 1, 1, "EXPLICIT"),
+]
+
+
+def _conv_arrays(layout: str, shape: tuple[int, ...], cout: int, kernel: int, groups: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    n, c, h, w = shape
+    x = _f32(n, h, w, c) if layout == "NHWC" else _f32(n, c, h, w)
+    filt = _f32(kernel, kernel, c // groups, cout) if layout == "NHWC" \
+        else _f32(cout, c // groups, kernel, kernel)
+    return x, filt * 0.3, _f32(cout)
+
+
+@pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: f"{c[0]}-{c[1]}-k{c[3]}-g{c[7]}-{c[8]}")
+def test_conv2d(case):
+    layout, shape, cout, kernel, stride, pads, dilation, groups, padding = case
+    x, filt, bias = _conv_arrays(layout, shape, cout, kernel, groups)
+    attrs = {"data_format": layout, "strides": [stride, stride], "dilations": [dilation] * 2,
+             "groups": groups, "padding": padding}
+    if pads is not None:
+        attrs["pads"] = pads
+    check_on_onednn("Conv2D", [x, filt, bias], attrs, const=(1, 2))
+    check_on_onednn("Conv2D", [x, filt], attrs, const=(1,))
+
+
+ACTIVATIONS = [("", {}), ("Relu", {}), ("Relu6", {}), ("Clip", {"clip_min": -0.5, "clip_max": 0.7}),
+               ("LeakyRelu", {"alpha": 0.2}), ("Sigmoid", {}), ("Tanh", {}), ("HardSwish", {}),
+               ("Swish", {})]
+
+
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("activation", ACTIVATIONS, ids=lambda a: a[0] or "none")
+def test_fused_conv2d_activations_and_residual(activation, residual, layout):
+    """The activation after the residual add, both inside the kernel, as the op says."""
+    name, extra = activation
+    x, filt, bias = _conv_arrays(layout, (2, 8, 6, 6), 12, 3, 1)
+    attrs = {"data_format": layout, "strides": [1, 1], "pads": [1, 1, 1, 1], "groups": 1,
+             "activation": name, **extra}
+    other = (_f32(2, 6, 6, 12) if layout == "NHWC" else _f32(2, 12, 6, 6)) * 3
+    check_on_onednn("FusedConv2D", [x, filt, bias, other if residual else None], attrs,
+                    const=(1, 2))
+
+
+def test_convolutions_the_engine_declines():
+    x, filt, bias = _conv_arrays("NHWC", (1, 4, 6, 6), 4, 3, 1)
+    attrs = {"data_format": "NHWC", "strides": [1, 1], "pads": [1, 1, 1, 1], "groups": 1}
+    assert declined("Conv2D", [x, filt, bias], attrs)  # a filter that is not a constant
+    assert declined("Conv2D", [x.astype(np.float64), filt.astype(np.float64)], attrs,
+                    const=(1,))  # float64 stays on NumPy
+    assert declined("FusedConv2D", [x, filt, bias], {**attrs, "activation": "Clip",
+                                                     "clip_min": 0.0}, const=(1, 2))
+    assert not declined("Conv2D", [x, filt, bias], attrs, const=(1, 2))
+
+
+def test_a_filter_is_packed_per_input_shape():
+    graph = ge.Graph("dynamic")
+    x = create_node("Data", [], {"shape": [-1, -1, -1, 4]}, "x0", graph)
+    filt = create_node("Const", [], {"value": ge.Tensor(_f32(3, 3, 4, 8))}, "w", graph)
+    graph.set_outputs([create_node("Conv2D", [x, filt], {"data_format": "NHWC", "strides": [2, 2],
+                                                         "padding": "SAME"}, "op", graph)])
+    fast = ge.Session(ge.compile(graph, engines=["onednn", "numpy"]))
+    assert fast.executable.engine_histogram() == {"onednn": 1}
+    for shape in [(1, 8, 8, 4), (2, 9, 7, 4), (1, 8, 8, 4), (3, 5, 5, 4)]:
+        feed = {"x0": _f32(*shape)}
+        assert_close(fast.run(feed)["op"], _reference(graph, feed), accumulate=True, what=shape)
+
+
+def test_a_residual_of_another_shape_fed_at_run_time_is_an_error_naming_the_node():
+    graph = ge.Graph("residual")
+    x = create_node("Data", [], {"shape": [1, 6, 6, 4]}, "x", graph)
+    other = create_node("Data", [], {"shape": [-1, -1, -1, -1]}, "other", graph)
+    filt = create_node("Const", [], {"value": ge.Tensor(_f32(3, 3, 4, 4))}, "w", graph)
+    graph.set_outputs([create_node("FusedConv2D", [x, filt, None, other],
+                                   {"data_format": "NHWC", "padding": "SAME",
+                                    "activation": "Relu"}, "op", graph)])
+    session = ge.Session(ge.compile(graph, opt_level=0, engines=["onednn", "numpy"]))
+    good = {"x": _f32(1, 6, 6, 4), "other": _f32(1, 6, 6, 4)}
+    assert_close(session.run(good)["op"], _reference(graph, good), accumulate=True)
+    with pytest.raises(ge.errors.GEError, match="'op'.*residual has shape"):
+        session.run({"x": _f32(1, 6, 6, 4), "other": _f32(1, 1, 1, 4)})
+
+
+def test_a_configuration_onednn_refuses_runs_on_the_next_engine(monkeypatch):
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise ge.errors.UnsupportedOpError("refused (test)")
+
+    monkeypatch.setattr(_lib, "convolution", refuse)
+    monkeypatch.setattr(_lib, "pooling", refuse)
+    x, filt, bias = _conv_arrays("NHWC", (1, 4, 6, 6), 4, 3, 1)
+    check_on_onednn("Conv2D", [x, filt, bias], {"data_format": "NHWC", "padding": "SAME"},
+                    const=(1, 2))
+    check_on_onednn("MaxPool", [x], {"data_format": "NHWC", "ksize": [3, 3],
+                                     "strides": [2, 2], "padding": "SAME"})
+
+
+POOL_CASES = [
+    ("MaxPool", [3, 3], [2, 2], [1, 1, 1, 1], "EXPLICIT", False, {}),
+    ("MaxPool", [2, 2], [2, 2], None, "VALID", False, {}),
+    ("MaxPool", [3, 3], [2, 2], [0, 0, 0, 0], "EXPLICIT", True, {}),  # ceil mode
+    ("MaxPool", [3, 3], [2, 2], None, "SAME", False, {}),
+    ("MaxPool", [5, 5], [1, 1], [2, 2, 2, 2], "EXPLICIT", False, {}),
+    ("MaxPool", [3, 3], [1, 1], [1, 1, 1, 1], "EXPLICIT", False, {"dilations": [2, 2]}),
+    ("MaxPool", [4, 4], [3, 3], [2, 1, 2, 1], "EXPLICIT", True, {}),
+    ("AvgPool", [3, 3], [1, 1], [1, 1, 1, 1], "EXPLICIT", False, {}),
+    ("AvgPool", [3, 3], [1, 1], [1, 1, 1, 1], "EXPLICIT", False, {"count_include_pad": True}),
+    ("AvgPool", [2, 2], [2, 2], None, "VALID", False, {}),
+    ("AvgPool", [3, 3], [2, 2], None, "SAME", False, {}),
+    ("AvgPool", [3, 3], [2, 2], [1, 1, 1, 1], "EXPLICIT", True, {}),
+    ("AvgPool", [3, 3], [2, 2], [1, 1, 1, 1], "EXPLICIT", True, {"count_include_pad": True}),
+]
+
+
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("case", POOL_CASES, ids=lambda c: f"{c[0]}-{c[1][0]}-{c[4]}-{c[5]}-"
+                         f"{'pad' if c[6].get('count_include_pad') else ''}")
+def test_pooling(case, layout):
+    op_type, ksize, strides, pads, padding, ceil_mode, extra = case
+    x = _f32(2, 10, 9, 5) if layout == "NHWC" else _f32(2, 5, 10, 9)
+    attrs = {"ksize": ksize, "strides": strides, "padding": padding, "ceil_mode": ceil_mode,
+             "data_format": layout, **extra}
+    if pads is not None:
+        attrs["pads"] = pads
+    check_on_onednn(op_type, [x], attrs)
+
+
+def test_one_session_runs_from_several_threads_at_once():
+    """A primitive's memory objects are shared state: calls on it are serialized, and
+    every thread gets its own input's result."""
+    x, filt, bias = _conv_arrays("NHWC", (1, 16, 20, 20), 16, 3, 1)
+    attrs = {"data_format": "NHWC", "strides": [1, 1], "pads": [1, 1, 1, 1], "groups": 1,
+             "activation": "Relu"}
+    graph = _graph("FusedConv2D", [x, filt, bias], attrs, const=(1, 2))
+    session = ge.Session(ge.compile(graph, opt_level=0, engines=["onednn", "numpy"]))
+    feeds = [{"x0": _f32(1, 20, 20, 16)} for _ in range(4)]
+    wants = [_reference(graph, feed) for feed in feeds]
+    failures: list[str] = []
+
+    def work(index: int) -> None:
+        for _ in range(30):
+            got = session.run(feeds[index])["op"]
+            if not np.allclose(got, wants[index], rtol=1e-4, atol=1e-4):
+                failures.append(f"thread {index}")
+                return
+
+    workers = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert not failures
+
+
+def test_a_run_s_thread_limit_reaches_the_openmp_pool():
+    runtime = _lib.openmp_runtime()
+    assert runtime is not None
+    x, filt, bias = _conv_arrays("NHWC", (1, 4, 6, 6), 4, 3, 1)
+    graph = _graph("Conv2D", [x, filt, bias], {"data_format": "NHWC", "padding": "SAME"},
+                   const=(1, 2))
+    ge.Session(ge.compile(graph, engines=["onednn", "numpy"])).run(_feeds([x], ()))
+    before = runtime.omp_get_max_threads()
+    with threads.limited(1):
+        inside = runtime.omp_get_max_threads()
+    assert inside == 1
+    assert runtime.omp_get_max_threads() == before
+
+
+def test_without_onednn_the_next_engine_takes_the_convolution(monkeypatch):
+    x, filt, bias = _conv_arrays("NHWC", (1, 4, 6, 6), 4, 3, 1)
+    graph = _graph("Conv2D", [x, filt, bias], {"data_format": "NHWC", "padding": "SAME"},
+                   const=(1, 2))
+    monkeypatch.setattr(_lib, "_state", {"error": "oneDNN is not installed (test)"})
+    executable = ge.compile(graph)
+    assert "onednn" not in executable.report["engines"]
+    assert "not installed" in executable.report["engines_unavailable"]["onednn"]
+    got = ge.Session(executable).run(_feeds([x], ()))["op"]
+    assert_close(got, _reference(graph, _feeds([x], ())), accumulate=True)
+
+
+def test_a_saved_model_with_onednn_steps_loads_without_onednn(monkeypatch, tmp_path):
+    x, filt, bias = _conv_arrays("NHWC", (1, 4, 6, 6), 4, 3, 1)
+    graph = _graph("Conv2D", [x, filt, bias], {"data_format": "NHWC", "padding": "SAME"},
+                   const=(1, 2))
+    executable = ge.compile(graph, engines=["onednn", "numpy"])
+    assert executable.engine_histogram() == {"onednn": 1}
+    path = tmp_path / "conv.gem"
+    ge.save(executable, str(path))
+    feed = _feeds([x], ())
+    want = ge.Session(executable).run(feed)["op"]
+    monkeypatch.setattr(_lib, "_state", {"error": "oneDNN is not installed (test)"})
+    loaded = ge.load(str(path))
+    assert loaded.engine_histogram() == {"numpy": 1}
+    assert "its steps run on numpy" in loaded.report["engines_unavailable"]["onednn"]
+    assert_close(ge.Session(loaded).run(feed)["op"], want, accumulate=True)
+
+
+def test_a_library_of_another_major_version_is_refused(monkeypatch, tmp_path):
+    monkeypatch.setattr(_lib, "_state", {})
+    monkeypatch.setenv(_lib.LIBRARY_VARIABLE, str(tmp_path / "libdnnl.so.3"))
+    reason = _lib.unavailable_reason()
+    assert reason is not None and "not installed" in reason
+    monkeypatch.setattr(_lib, "_state", {})
+    (tmp_path / "libdnnl.so.3").write_bytes(b"not a library")
+    reason = _lib.unavailable_reason()
+    assert reason is not None and "could not be loaded" in reason
