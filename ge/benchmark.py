@@ -71,7 +71,8 @@ class Result:
 
 def machine() -> dict[str, Any]:
     """CPU model, cores, NumPy's BLAS and the environment variables that steer it, and
-    the PyTorch version the torch engine runs on (None without PyTorch)."""
+    the versions of PyTorch and oneDNN the torch and onednn engines run on (None where
+    missing)."""
     model = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as cpuinfo:
@@ -97,9 +98,11 @@ def machine() -> dict[str, Any]:
         torch_version: Optional[str] = version("torch")
     except PackageNotFoundError:
         torch_version = None
+    from ge.engines.onednn import _lib as onednn
+
     return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version(),
             "numpy": np.__version__, "blas": blas, "blas_settings": settings,
-            "torch": torch_version}
+            "torch": torch_version, "onednn": onednn.version()}
 
 
 def matmul_peak_gflops(size: int = 1024, seconds: float = 0.5) -> float:

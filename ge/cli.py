@@ -293,6 +293,8 @@ def _cmd_bench(args: argparse.Namespace) -> None:
     settings = ", ".join(f"{k}={v}" for k, v in info["blas_settings"].items()) or "defaults"
     engine = f"torch engine on PyTorch {info['torch']}" if info["torch"] else \
         "no PyTorch: no torch engine"
+    engine += f", onednn engine on oneDNN {info['onednn']}" if info["onednn"] else \
+        ", no oneDNN: no onednn engine"
     print(f"{info['cpu']}, {info['cores']} cores, {info['blas']} ({settings}); NumPy float32 "
           f"matmul peak {peak:.0f} GFLOP/s; {engine}")
     for batch in args.batch:

@@ -86,12 +86,12 @@ def run_op(op_type: str, inputs: dict[str, Any], attrs: Optional[dict[str, Any]]
 
 def _execute(graph: ge.Graph, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     """The default engines' results, checked against the oracle: within the accumulation
-    tolerance where the torch engine ran (its kernels sum in their own order), and the
-    NumPy engines' results too, which must give the reference's bits."""
+    tolerance where the torch or oneDNN engine ran (their kernels sum in their own
+    order), and the NumPy engines' results too, which must give the reference's bits."""
     executable = ge.compile(graph)
     session_results = list(ge.Session(executable).run(feeds).values())
     reference = list(evaluate(graph, feeds).values())
-    if "torch" in executable.report["engines"]:
+    if {"torch", "onednn"} & set(executable.report["engines"]):
         for got, want in zip(session_results, reference):
             assert_close(got, want, accumulate=True)
         _check_bits(list(ge.Session(ge.compile(graph, engines=["fused", "numpy"]))

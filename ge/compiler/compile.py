@@ -33,7 +33,7 @@ __all__ = ["compile", "DEFAULT_ENGINES", "DEFAULT_OPT_LEVEL"]
 #: fused engine takes (the recurrences it compiles, which torch runs slower, and ops torch
 #: has no kernel for, such as the fused elementwise regions), PyTorch's kernels where they
 #: apply (when PyTorch is installed), NumPy for the rest
-DEFAULT_ENGINES: tuple[str, ...] = ("fused", "torch", "numpy")
+DEFAULT_ENGINES: tuple[str, ...] = ("fused", "onednn", "torch", "numpy")
 DEFAULT_OPT_LEVEL = 3
 
 

@@ -39,7 +39,7 @@ def test_every_zoo_model_plans_within_5_percent_of_its_lower_bound(exported):
 
 def test_the_torch_engine_s_own_outputs_are_planned_and_reported_outside_the_arena(exported):
     model, path = exported("resnet18", False)
-    executable = ge.compile(ge.parse_onnx(path))
+    executable = ge.compile(ge.parse_onnx(path), engines=["fused", "torch", "numpy"])
     feeds = zoo.example_feeds("resnet18", batch=1)
     got = ge.Session(executable).run(feeds)
     memory = executable.memory
@@ -52,6 +52,24 @@ def test_the_torch_engine_s_own_outputs_are_planned_and_reported_outside_the_are
     numpy_only = ge.compile(ge.parse_onnx(path), engines=["fused", "numpy"])
     ge.Session(numpy_only).run(feeds)
     assert memory["planned_bytes"] < numpy_only.memory["planned_bytes"]
+    want = zoo.torch_outputs(model, feeds, "resnet18")
+    assert rel_err(got[executable.outputs[0].name], want[0]) < 1e-4
+
+
+def test_the_onednn_engine_s_convolutions_write_into_the_arena(exported):
+    model, path = exported("resnet18", False)
+    executable = ge.compile(ge.parse_onnx(path))
+    feeds = zoo.example_feeds("resnet18", batch=1)
+    got = ge.Session(executable).run(feeds)
+    convolutions = sum(count for op, count in executable.report["engines_by_op"]["onednn"].items()
+                       if op.endswith("Conv2D"))
+    assert convolutions == 20  # every convolution of ResNet-18
+    memory = executable.memory
+    assert not any(op.endswith("Conv2D") for op in memory["outside_arena"])
+    on_torch = ge.compile(ge.parse_onnx(path), engines=["fused", "torch", "numpy"])
+    ge.Session(on_torch).run(feeds)
+    assert memory["lower_bound_bytes"] <= memory["planned_bytes"] \
+        <= 1.05 * memory["lower_bound_bytes"]
     want = zoo.torch_outputs(model, feeds, "resnet18")
     assert rel_err(got[executable.outputs[0].name], want[0]) < 1e-4
 
