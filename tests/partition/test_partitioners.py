@@ -212,7 +212,7 @@ def test_engine_partitions_follow_the_compiler_s_assignment():
         assert held == {part.engine}
     # maximal: two partitions of one engine joined by an edge would make a cycle, so
     # some path between them leaves the engine
-    assert len({p.engine for p in parts}) == 2 and len(parts) < len(case.executable.steps)
+    assert len({p.engine for p in parts}) >= 2 and len(parts) < len(case.executable.steps)
 
 
 def test_engine_partitioner_takes_an_assignment_for_a_plain_graph():

@@ -1,11 +1,14 @@
-"""The oneDNN engine: convolutions and pooling as oneDNN primitives, made once per input
-shape and called through oneDNN's C API.
+"""The oneDNN engine: convolutions, pooling and matrix products as oneDNN primitives,
+made once per input shape and called through oneDNN's C API.
 
 It takes ``Conv2D``/``FusedConv2D`` (bias, residual add and activation fused as
-post-ops) and 2-D ``MaxPool``/``AvgPool`` in float32, NHWC or NCHW, and writes their
-outputs into the memory plan's arena. What it takes it runs for the cost of the kernel
-plus about a microsecond a call; PyTorch's route to the same library (the torch engine)
-pays about 25 us a call to rebuild the primitive's description.
+post-ops), 2-D ``MaxPool``/``AvgPool`` and ``GlobalAveragePool``/``GlobalMaxPool`` in
+float32, NHWC or NCHW (``conv``), and ``MatMul``/``MatMulBiasAdd``/``Gemm`` with a
+constant weight packed for its kernel, or two computed operands as a batched product
+(``linear``), and writes their outputs into the memory plan's arena. What it takes it
+runs for the cost of the kernel plus about a microsecond a call; PyTorch's route to the
+same library (the torch engine) pays about 25 us a call to rebuild the primitive's
+description.
 
 oneDNN is an optional dependency (the ``onednn-cpu-gomp`` wheel). Without it
 ``supports`` declines every node and the compiler gives them to the next engine; the
@@ -32,12 +35,17 @@ _POOL_READY = False
 
 
 def _table() -> dict[str, tuple[Callable[[Node], bool], Callable[[Node], BoundNode]]]:
-    from ge.engines.onednn import conv
+    from ge.engines.onednn import conv, linear
 
-    return {"Conv2D": (conv.check_conv, conv.bind_conv),
+    return {"MatMul": (linear.check_linear, linear.bind_linear),
+            "MatMulBiasAdd": (linear.check_linear, linear.bind_linear),
+            "Gemm": (linear.check_linear, linear.bind_linear),
+            "Conv2D": (conv.check_conv, conv.bind_conv),
             "FusedConv2D": (conv.check_conv, conv.bind_conv),
             "MaxPool": (conv.check_pool, conv.bind_pool),
-            "AvgPool": (conv.check_pool, conv.bind_pool)}
+            "AvgPool": (conv.check_pool, conv.bind_pool),
+            "GlobalAveragePool": (conv.check_global_pool, conv.bind_global_pool),
+            "GlobalMaxPool": (conv.check_global_pool, conv.bind_global_pool)}
 
 
 def _register_pool() -> None:
@@ -54,7 +62,7 @@ def _register_pool() -> None:
 
 
 class OneDNNEngine(Engine):
-    """oneDNN primitives for convolutions and pooling."""
+    """oneDNN primitives for convolutions, pooling and matrix products."""
 
     name = "onednn"
     owns_thread_pool = True

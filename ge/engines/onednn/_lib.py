@@ -106,6 +106,9 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
         ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int, _P, _P, _P, _P, _P, _P, _P, _P, _P]),
     "dnnl_pooling_forward_primitive_desc_create": (
         ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int, _P, _P, _P, _P, _P, _P, _P, _P]),
+    "dnnl_matmul_primitive_desc_create": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P]),
+    "dnnl_inner_product_forward_primitive_desc_create": (
+        ctypes.c_int, [_P, _P, ctypes.c_int, _P, _P, _P, _P, _P]),
     "dnnl_reorder_primitive_desc_create": (ctypes.c_int, [_P, _P, _P, _P, _P, _P]),
     "dnnl_primitive_desc_query": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int, _P]),
     "dnnl_primitive_desc_query_md": (_P, [_P, ctypes.c_int, ctypes.c_int]),
@@ -374,8 +377,9 @@ def md_size(md: Any) -> int:
 
 
 def reorder(source: np.ndarray, source_desc: Desc, target_md: Any) -> np.ndarray:
-    """``source`` (described by ``source_desc``) laid out as ``target_md`` says, in a
-    new buffer: how a filter is packed once for the kernel that reads it."""
+    """``source`` (described by ``source_desc``, read through its strides) laid out as
+    ``target_md`` says, in a new buffer: how a weight is packed once for the kernel that
+    reads it."""
     lib = library()
     pd = _P()
     engine = _state["engine"]
@@ -384,7 +388,7 @@ def reorder(source: np.ndarray, source_desc: Desc, target_md: Any) -> np.ndarray
     try:
         target = np.zeros(max(md_size(target_md) // 4, 1), np.float32)
         primitive = Primitive(pd, (), "a reorder",
-                              [(ARG_SRC, source_desc.handle, np.ascontiguousarray(source)),
+                              [(ARG_SRC, source_desc.handle, source),
                                (ARG_DST, target_md, target)])
         primitive.run(())
     finally:
@@ -429,3 +433,39 @@ def pooling(algorithm: int, source: Desc, dest: Desc, strides: Sequence[int],
         lib.dnnl_primitive_attr_destroy(attr)
     _check(status, "the pooling")
     return pd
+
+
+def matmul(source: Desc, weights: Desc, bias: Optional[Desc], dest: Desc,
+           post_ops: Optional[PostOps]) -> tuple[Any, Any]:
+    """A matrix product's primitive descriptor (``dest = source @ weights + bias``, with
+    broadcast batch dims), and the weights' memory descriptor its kernel reads."""
+    lib = library()
+    attr, keep = _attribute(post_ops)
+    pd = _P()
+    try:
+        status = lib.dnnl_matmul_primitive_desc_create(
+            ctypes.byref(pd), _state["engine"], source.handle, weights.handle,
+            None if bias is None else bias.handle, dest.handle, attr)
+    finally:
+        lib.dnnl_primitive_attr_destroy(attr)
+        del keep
+    _check(status, "the matrix product")
+    return pd, query_md(pd, "weights")
+
+
+def inner_product(source: Desc, weights: Desc, bias: Optional[Desc], dest: Desc,
+                  post_ops: Optional[PostOps]) -> tuple[Any, Any]:
+    """A forward-inference inner product (``dest = source @ weights.T + bias``, weights
+    ``[out, in]``), and the weights' memory descriptor its kernel reads."""
+    lib = library()
+    attr, keep = _attribute(post_ops)
+    pd = _P()
+    try:
+        status = lib.dnnl_inner_product_forward_primitive_desc_create(
+            ctypes.byref(pd), _state["engine"], _FORWARD_INFERENCE, source.handle,
+            weights.handle, None if bias is None else bias.handle, dest.handle, attr)
+    finally:
+        lib.dnnl_primitive_attr_destroy(attr)
+        del keep
+    _check(status, "the inner product")
+    return pd, query_md(pd, "weights")

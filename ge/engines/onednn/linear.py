@@ -1,0 +1,249 @@
+"""Matrix products as oneDNN matmul primitives written into the memory plan's arena.
+
+``MatMul``, ``MatMulBiasAdd`` and ``Gemm`` whose second operand is a constant matrix (a
+layer's weight) are one product over the flattened rows of the first: ``[..., K] @ [K,
+N]``. The weight is packed once per input shape into the blocked layout the chosen
+kernel (oneDNN's BRGEMM) reads, the bias and the activation (``relu``, ``gelu``,
+``gelu_tanh``) run inside the kernel, and the rows are written straight into the node's
+slot. On this class of machine that is 2x MKL's GEMM through torch on a transformer's
+[128, 256] x [256, 1024] layer and 1.5-2x on a classifier's [1, 1280] x [1280, 1000]
+(``bench/ops.py``).
+
+``MatMul`` of two computed operands (attention's ``Q @ K^T`` and ``P @ V``) is one
+batched matmul primitive per shape pair, each operand read where it lies through its
+strides: a transposed view costs no copy. Batch dims of size 1 broadcast.
+
+Products under ``SMALL_PRODUCT_MACS`` multiply-adds stay with the next engine (NumPy's
+call costs less than oneDNN's there). A configuration oneDNN refuses runs on the next
+engine's kernel.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, Optional
+
+import numpy as np
+
+from ge.engines.base import BoundNode
+from ge.engines.onednn import _lib
+from ge.engines.onednn.conv import _const, _Fallback, _float32, _is_const, _rank
+from ge.errors import UnsupportedOpError
+from ge.ir import Node
+from ge.ir.tensor import is_static_dim
+
+__all__ = ["check_linear", "bind_linear", "SMALL_PRODUCT_MACS"]
+
+#: MatMulBiasAdd's activations as oneDNN eltwise post-ops
+_ACTIVATIONS = {"relu": "relu", "gelu": "gelu_erf", "gelu_tanh": "gelu_tanh"}
+
+#: products of fewer multiply-adds stay with the next engine: oneDNN's call (about 3 us
+#: through ctypes) is more than NumPy's whole product there
+SMALL_PRODUCT_MACS = 1 << 15
+
+
+def _transposes(node: Node) -> tuple[bool, bool]:
+    if node.op_type == "Gemm":
+        return bool(node.attrs["transA"]), bool(node.attrs["transB"])
+    return bool(node.attrs.get("transpose_a")), bool(node.attrs.get("transpose_b"))
+
+
+def _known_macs(node: Node) -> Optional[int]:
+    """The product's multiply-adds when the shapes say, else None."""
+    first = node.inputs[0]
+    transpose_a, _ = _transposes(node)
+    if first is None or not first.shape:
+        return None
+    reduced = first.shape[-2] if transpose_a and len(first.shape) >= 2 else first.shape[-1]
+    dims = [*node.outputs[0].shape, reduced]
+    known = [d for d in dims if isinstance(d, int) and is_static_dim(d)]
+    return math.prod(known) if len(known) == len(dims) else None
+
+
+def _bias_ok(node: Node) -> bool:
+    """The additive operand, if any, is one the kernel adds per column."""
+    if node.op_type == "MatMul":
+        return True
+    if len(node.inputs) < 3 or node.inputs[2] is None:
+        return node.op_type == "Gemm"
+    if node.op_type == "MatMulBiasAdd":
+        return _rank(node, 2) == 1
+    # Gemm's C: a constant row ([N], [1, N] or a single value); beta folds into it
+    if not _is_const(node, 2):
+        return False
+    shape = node.inputs[2].shape
+    return len(shape) <= 1 or (len(shape) == 2 and shape[0] == 1)
+
+
+def check_linear(node: Node) -> bool:
+    """True for a float32 product the kernel takes: see the module's docstring."""
+    if not _float32(node, (0, 1, 2)) or len(node.outputs) != 1:
+        return False
+    transpose_a, _ = _transposes(node)
+    if transpose_a or _rank(node, 0) < 2 or _rank(node, 1) < 2:
+        return False
+    if node.op_type == "Gemm" and float(node.attrs["alpha"]) != 1.0:
+        return False
+    if node.op_type == "MatMulBiasAdd" and \
+            node.attrs.get("activation", "none") not in ("none", *_ACTIVATIONS):
+        return False
+    if not _bias_ok(node):
+        return False
+    if node.op_type != "MatMul" and not _is_const(node, 1):
+        return False
+    if _is_const(node, 1) and _rank(node, 1) != 2:
+        return False
+    macs = _known_macs(node)
+    return macs is None or macs >= SMALL_PRODUCT_MACS
+
+
+def _constant_bias(node: Node, columns: int) -> Optional[np.ndarray]:
+    """The constant bias as a [columns] float32 row (Gemm's beta applied), or None."""
+    if node.op_type == "MatMul" or len(node.inputs) < 3 or node.inputs[2] is None:
+        return None
+    value = _const(node, 2)
+    if value is None:
+        return None
+    if node.op_type == "Gemm":
+        if float(node.attrs["beta"]) == 0.0:
+            return None
+        value = value * np.float32(node.attrs["beta"])
+    return np.ascontiguousarray(np.broadcast_to(value.reshape(-1), (columns,)),
+                                dtype=np.float32)
+
+
+def bind_linear(node: Node) -> BoundNode:
+    if _is_const(node, 1):
+        return _bind_weighted(node)
+    return _bind_batched(node)
+
+
+def _post_ops(node: Node) -> _lib.PostOps:
+    post = _lib.PostOps()
+    activation = node.attrs.get("activation", "none") if node.op_type == "MatMulBiasAdd" \
+        else "none"
+    if activation != "none":
+        post.eltwise(_ACTIVATIONS[activation])
+    return post
+
+
+def _bind_weighted(node: Node) -> BoundNode:
+    weight = _const(node, 1)
+    assert weight is not None
+    _, transpose_b = _transposes(node)
+    matrix = np.asarray(weight, np.float32)
+    if transpose_b:
+        matrix = matrix.T  # a view: the packing reorder reads it through its strides
+    depth, columns = (int(d) for d in matrix.shape)
+    bias = _constant_bias(node, columns)
+    bias_given = node.op_type == "MatMulBiasAdd" and bias is None
+    bias_desc = _lib.Desc([1, columns], [columns, 1]) \
+        if bias is not None or bias_given else None
+    primitives: dict[tuple[Any, ...], Optional[_lib.Primitive]] = {}
+    fallback = _Fallback(node)
+
+    def make(rows: np.ndarray, out: np.ndarray) -> Optional[_lib.Primitive]:
+        source, dest = _lib.Desc.of(rows), _lib.Desc.of(out)
+        operands = [(_lib.ARG_SRC, source.handle), (_lib.ARG_DST, dest.handle)]
+        if bias_given and bias_desc is not None:
+            operands.append((_lib.ARG_BIAS, bias_desc.handle))
+        try:
+            pd, weights_md = _lib.matmul(source, _lib.Desc([depth, columns]), bias_desc, dest,
+                                         _post_ops(node))
+        except UnsupportedOpError:
+            return None
+        try:
+            packed = _lib.reorder(matrix, _lib.Desc.of(matrix), weights_md)
+            constants = [(_lib.ARG_WEIGHTS, weights_md, packed)]
+            if bias is not None and bias_desc is not None:
+                constants.append((_lib.ARG_BIAS, bias_desc.handle, bias))
+            return _lib.Primitive(pd, operands, f"the product {node.name!r}", constants)
+        finally:
+            _lib.destroy(pd)
+
+    def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
+        x, out = inputs[0], outs[0]
+        assert x is not None
+        rows = x.reshape(-1, x.shape[-1])  # a copy only when the input's strides demand it
+        flat = out.reshape(-1, columns)
+        key = (rows.shape, rows.strides)
+        try:
+            primitive = primitives[key]
+        except KeyError:
+            primitive = primitives[key] = make(rows, flat)
+        if primitive is None:
+            fallback(inputs, outs)
+            return
+        if bias_given:
+            given = inputs[2]
+            assert given is not None
+            if given.size != columns:  # a single value, broadcast: the reference's way
+                fallback(inputs, outs)
+                return
+            row = np.ascontiguousarray(given, dtype=np.float32)
+            primitive.run((_lib.pointer(rows), _lib.pointer(flat), _lib.pointer(row)))
+        else:
+            primitive.run((_lib.pointer(rows), _lib.pointer(flat)))
+
+    def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
+        x = inputs[0]
+        assert x is not None
+        out = np.empty((*x.shape[:-1], columns), np.float32)
+        writer(inputs, [out])
+        return [out]
+
+    return BoundNode(kernel, writer)
+
+
+def _bind_batched(node: Node) -> BoundNode:
+    """``MatMul`` of two computed operands of rank >= 2: one batched matmul primitive per
+    pair of shapes and strides; the operand of lower rank gains leading axes of 1."""
+    _, transpose_b = _transposes(node)
+    primitives: dict[tuple[Any, ...], Optional[_lib.Primitive]] = {}
+    fallback = _Fallback(node)
+
+    def make(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> Optional[_lib.Primitive]:
+        source, weights, dest = _lib.Desc.of(a), _lib.Desc.of(b), _lib.Desc.of(out)
+        operands = [(_lib.ARG_SRC, source.handle), (_lib.ARG_WEIGHTS, weights.handle),
+                    (_lib.ARG_DST, dest.handle)]
+        try:
+            pd, _ = _lib.matmul(source, weights, None, dest, None)
+        except UnsupportedOpError:
+            return None
+        try:
+            return _lib.Primitive(pd, operands, f"the product {node.name!r}")
+        finally:
+            _lib.destroy(pd)
+
+    def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
+        a, b, out = inputs[0], inputs[1], outs[0]
+        assert a is not None and b is not None
+        if transpose_b:
+            b = np.swapaxes(b, -1, -2)
+        if out.size * a.shape[-1] < SMALL_PRODUCT_MACS:
+            fallback(inputs, outs)
+            return
+        a = a.reshape((1,) * (out.ndim - a.ndim) + a.shape)  # views: leading axes of 1
+        b = b.reshape((1,) * (out.ndim - b.ndim) + b.shape)
+        key = (a.shape, a.strides, b.shape, b.strides)
+        try:
+            primitive = primitives[key]
+        except KeyError:
+            primitive = primitives[key] = make(a, b, out)
+        if primitive is None:
+            fallback(inputs, outs)
+            return
+        primitive.run((_lib.pointer(a), _lib.pointer(b), _lib.pointer(out)))
+
+    def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
+        a, b = inputs[0], inputs[1]
+        assert a is not None and b is not None
+        if transpose_b:
+            b = np.swapaxes(b, -1, -2)
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        out = np.empty((*batch, a.shape[-2], b.shape[-1]), np.float32)
+        writer(inputs, [out])
+        return [out]
+
+    return BoundNode(kernel, writer)
