@@ -213,6 +213,14 @@ def test_pooling(case, layout):
     check_on_onednn(op_type, [x], attrs)
 
 
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("op_type", ["GlobalAveragePool", "GlobalMaxPool"])
+@pytest.mark.parametrize("plane", [(7, 7), (1, 1), (5, 3)])
+def test_global_pooling(op_type, layout, plane):
+    x = _f32(2, *plane, 24) if layout == "NHWC" else _f32(2, 24, *plane)
+    check_on_onednn(op_type, [x], {"data_format": layout})
+
+
 def test_one_session_runs_from_several_threads_at_once():
     """A primitive's memory objects are shared state: calls on it are serialized, and
     every thread gets its own input's result."""

@@ -5,7 +5,8 @@ asymmetric included; dilation) are one convolution primitive per input shape: th
 is packed once into the layout the chosen kernel reads, the bias, a residual add (a
 binary post-op reading the residual where it lies) and the activation (an eltwise
 post-op) run inside the kernel, and the result is written straight into the node's slot
-of the arena. ``MaxPool`` and ``AvgPool`` on 2-D windows are pooling primitives.
+of the arena. ``MaxPool`` and ``AvgPool`` on 2-D windows, and ``GlobalAveragePool`` and
+``GlobalMaxPool`` over a 2-D plane (a window the plane's size), are pooling primitives.
 
 The primitive for an input shape is made at the first run with it (oneDNN's JIT
 generates the kernel then: a few milliseconds) and kept; a later run costs a ctypes call
@@ -28,7 +29,8 @@ from ge.ir import DataType, Format, Node
 from ge.ops.nn import resolve_window
 from ge.ops.nn_window import Window, plan_axis
 
-__all__ = ["check_conv", "bind_conv", "check_pool", "bind_pool", "ACTIVATIONS"]
+__all__ = ["check_conv", "bind_conv", "check_pool", "bind_pool", "check_global_pool",
+           "bind_global_pool", "ACTIVATIONS"]
 
 #: FusedConv2D's activations as oneDNN eltwise post-ops: attrs -> (algorithm, alpha, beta)
 ACTIVATIONS: dict[str, Callable[[dict[str, Any]], tuple[str, float, float]]] = {
@@ -309,6 +311,62 @@ def bind_pool(node: Node) -> BoundNode:
         cols = plan_axis(window, 1, logical[3], kw).output
         shape = (logical[0], rows, cols, logical[1]) if nhwc else (logical[0], logical[1],
                                                                    rows, cols)
+        out = np.empty(shape, np.float32)
+        writer(inputs, [out])
+        return [out]
+
+    return BoundNode(kernel, writer)
+
+
+def check_global_pool(node: Node) -> bool:
+    """True for a float32 ``GlobalAveragePool``/``GlobalMaxPool`` over 2-D (rank 4) input."""
+    return _float32(node, (0,)) and _rank(node, 0) == 4 and len(node.outputs) == 1 and \
+        node.attrs.get("data_format") in (Format.NHWC, Format.NCHW)
+
+
+def bind_global_pool(node: Node) -> BoundNode:
+    """One pooling primitive per input shape whose window is the whole plane."""
+    nhwc = node.attrs["data_format"] is Format.NHWC
+    axes = _NCHW_OF_NHWC if nhwc else (0, 1, 2, 3)
+    algorithm = _lib.POOL_MAX if node.op_type == "GlobalMaxPool" else _lib.POOL_AVG_EXCLUDE
+    primitives: dict[tuple[int, ...], Optional[_lib.Primitive]] = {}
+    fallback = _Fallback(node)
+
+    def make(x: np.ndarray, out: np.ndarray) -> Optional[_lib.Primitive]:
+        height, width = (x.shape[a] for a in axes[2:])
+        if height * width == 0:
+            return None
+        source, dest = _lib.Desc.of(x, axes=axes), _lib.Desc.of(out, axes=axes)
+        try:
+            pd = _lib.pooling(algorithm, source, dest, [1, 1], [height, width], [1, 1],
+                              [0, 0], [0, 0])
+        except UnsupportedOpError:
+            return None
+        try:
+            return _lib.Primitive(pd, [(_lib.ARG_SRC, source.handle),
+                                       (_lib.ARG_DST, dest.handle)],
+                                  f"the pooling {node.name!r}")
+        finally:
+            _lib.destroy(pd)
+
+    def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
+        x, out = inputs[0], outs[0]
+        assert x is not None
+        if not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x)
+        try:
+            primitive = primitives[x.shape]
+        except KeyError:
+            primitive = primitives[x.shape] = make(x, out)
+        if primitive is None:
+            fallback(inputs, outs)
+            return
+        primitive.run((_lib.pointer(x), _lib.pointer(out)))
+
+    def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
+        x = inputs[0]
+        assert x is not None
+        shape = (x.shape[0], 1, 1, x.shape[3]) if nhwc else (*x.shape[:2], 1, 1)
         out = np.empty(shape, np.float32)
         writer(inputs, [out])
         return [out]
