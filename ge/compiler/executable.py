@@ -116,7 +116,8 @@ class Executable:
         lines = []
         for engine, ops in sorted(self.engine_ops().items(), key=lambda kv: -sum(kv[1].values())):
             listed = ", ".join(f"{op} {n}" for op, n in sorted(ops.items(), key=lambda kv: -kv[1]))
-            lines.append(f"engine {engine}: {sum(ops.values())} steps ({listed})")
+            count = sum(ops.values())
+            lines.append(f"engine {engine}: {count} step{'' if count == 1 else 's'} ({listed})")
         for engine, reason in sorted((self.report.get("engines_unavailable") or {}).items()):
             lines.append(f"engine {engine}: unavailable, {reason}")
         return "\n".join(lines)
