@@ -5,9 +5,9 @@ layer's weight) are one product over the flattened rows of the first: ``[..., K]
 N]``. The weight is packed once per input shape into the blocked layout the chosen
 kernel (oneDNN's BRGEMM) reads, the bias and the activation (``relu``, ``gelu``,
 ``gelu_tanh``) run inside the kernel, and the rows are written straight into the node's
-slot. On this class of machine that is 2x MKL's GEMM through torch on a transformer's
-[128, 256] x [256, 1024] layer and 1.5-2x on a classifier's [1, 1280] x [1280, 1000]
-(``bench/ops.py``).
+slot. Measured on a 2-core AVX-512 machine: 151 us against 376 us for ``torch.addmm``
+(MKL) on a transformer's [128, 256] x [256, 1024] layer, 48 us against 58 us on a
+classifier's [1, 1280] x [1280, 1000].
 
 ``MatMul`` of two computed operands (attention's ``Q @ K^T`` and ``P @ V``) is one
 batched matmul primitive per shape pair, each operand read where it lies through its
