@@ -1,14 +1,14 @@
-"""The oneDNN engine: convolutions, pooling and matrix products as oneDNN primitives,
-made once per input shape and called through oneDNN's C API.
+"""The oneDNN engine: convolutions, pooling, matrix products and attention as oneDNN
+primitives, made once per input shape and called through oneDNN's C API.
 
 It takes ``Conv2D``/``FusedConv2D`` (bias, residual add and activation fused as
 post-ops), 2-D ``MaxPool``/``AvgPool`` and ``GlobalAveragePool``/``GlobalMaxPool`` in
-float32, NHWC or NCHW (``conv``), and ``MatMul``/``MatMulBiasAdd``/``Gemm`` with a
-constant weight packed for its kernel, or two computed operands as a batched product
-(``linear``), and writes their outputs into the memory plan's arena. What it takes it
-runs for the cost of the kernel plus about a microsecond a call; PyTorch's route to the
-same library (the torch engine) pays about 25 us a call to rebuild the primitive's
-description.
+float32, NHWC or NCHW (``conv``); ``MatMul``/``MatMulBiasAdd``/``Gemm`` with a constant
+weight packed for its kernel, or two computed operands as a batched product
+(``linear``); and scaled dot-product ``Attention`` (``attention``). It writes their
+outputs into the memory plan's arena. What it takes it runs for the cost of the kernel
+plus about a microsecond a call; PyTorch's route to the same library (the torch engine)
+pays about 25 us a call to rebuild the primitive's description.
 
 oneDNN is an optional dependency (the ``onednn-cpu-gomp`` wheel). Without it
 ``supports`` declines every node and the compiler gives them to the next engine; the
@@ -35,9 +35,10 @@ _POOL_READY = False
 
 
 def _table() -> dict[str, tuple[Callable[[Node], bool], Callable[[Node], BoundNode]]]:
-    from ge.engines.onednn import conv, linear
+    from ge.engines.onednn import attention, conv, linear
 
-    return {"MatMul": (linear.check_linear, linear.bind_linear),
+    return {"Attention": (attention.check_attention, attention.bind_attention),
+            "MatMul": (linear.check_linear, linear.bind_linear),
             "MatMulBiasAdd": (linear.check_linear, linear.bind_linear),
             "Gemm": (linear.check_linear, linear.bind_linear),
             "Conv2D": (conv.check_conv, conv.bind_conv),
@@ -62,7 +63,7 @@ def _register_pool() -> None:
 
 
 class OneDNNEngine(Engine):
-    """oneDNN primitives for convolutions, pooling and matrix products."""
+    """oneDNN primitives for convolutions, pooling, matrix products and attention."""
 
     name = "onednn"
     owns_thread_pool = True

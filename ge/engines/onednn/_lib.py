@@ -30,7 +30,8 @@ import numpy as np
 from ge.errors import ExecutionError, UnsupportedOpError
 
 __all__ = ["library", "unavailable_reason", "version", "Primitive", "Desc", "PostOps",
-           "convolution", "pooling", "reorder", "pointer", "openmp_runtime",
+           "convolution", "pooling", "matmul", "softmax", "reorder", "pointer",
+           "openmp_runtime",
            "F32", "ELTWISE", "POOL_MAX", "POOL_AVG_INCLUDE", "POOL_AVG_EXCLUDE", "BINARY_ADD",
            "ARG_SRC", "ARG_SRC_1", "ARG_DST", "ARG_WEIGHTS", "ARG_BIAS", "ARG_SCRATCHPAD",
            "ARG_WORKSPACE", "post_op_arg"]
@@ -44,6 +45,7 @@ _CPU = 1                     # dnnl_cpu
 _IN_ORDER = 1                # dnnl_stream_in_order
 _FORWARD_INFERENCE = 96      # dnnl_forward_inference
 _CONVOLUTION_DIRECT = 1      # dnnl_convolution_direct
+_SOFTMAX_ACCURATE = 0x30000  # dnnl_softmax_accurate
 _SCRATCHPAD_USER = 1         # dnnl_scratchpad_mode_user
 _QUERY_IMPL_INFO = 8         # dnnl_query_impl_info_str
 _QUERY_SRC_MD = 129
@@ -107,8 +109,8 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "dnnl_pooling_forward_primitive_desc_create": (
         ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int, _P, _P, _P, _P, _P, _P, _P, _P]),
     "dnnl_matmul_primitive_desc_create": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P]),
-    "dnnl_inner_product_forward_primitive_desc_create": (
-        ctypes.c_int, [_P, _P, ctypes.c_int, _P, _P, _P, _P, _P]),
+    "dnnl_softmax_forward_primitive_desc_create": (
+        ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int, _P, _P, ctypes.c_int, _P]),
     "dnnl_reorder_primitive_desc_create": (ctypes.c_int, [_P, _P, _P, _P, _P, _P]),
     "dnnl_primitive_desc_query": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int, _P]),
     "dnnl_primitive_desc_query_md": (_P, [_P, ctypes.c_int, ctypes.c_int]),
@@ -453,19 +455,17 @@ def matmul(source: Desc, weights: Desc, bias: Optional[Desc], dest: Desc,
     return pd, query_md(pd, "weights")
 
 
-def inner_product(source: Desc, weights: Desc, bias: Optional[Desc], dest: Desc,
-                  post_ops: Optional[PostOps]) -> tuple[Any, Any]:
-    """A forward-inference inner product (``dest = source @ weights.T + bias``, weights
-    ``[out, in]``), and the weights' memory descriptor its kernel reads."""
+def softmax(source: Desc, dest: Desc, axis: int) -> Any:
+    """A forward-inference softmax's primitive descriptor (the max-subtracting form) over
+    ``axis``; source and dest may be one buffer."""
     lib = library()
-    attr, keep = _attribute(post_ops)
+    attr, _ = _attribute(None)
     pd = _P()
     try:
-        status = lib.dnnl_inner_product_forward_primitive_desc_create(
-            ctypes.byref(pd), _state["engine"], _FORWARD_INFERENCE, source.handle,
-            weights.handle, None if bias is None else bias.handle, dest.handle, attr)
+        status = lib.dnnl_softmax_forward_primitive_desc_create(
+            ctypes.byref(pd), _state["engine"], _FORWARD_INFERENCE, _SOFTMAX_ACCURATE,
+            source.handle, dest.handle, axis, attr)
     finally:
         lib.dnnl_primitive_attr_destroy(attr)
-        del keep
-    _check(status, "the inner product")
-    return pd, query_md(pd, "weights")
+    _check(status, "the softmax")
+    return pd

@@ -134,7 +134,8 @@ class _Fallback:
         if self.bound.writer is not None:
             self.bound.writer(inputs, outs)
         else:
-            np.copyto(outs[0], self.bound.kernel(inputs)[0])
+            for out, value in zip(outs, self.bound.kernel(inputs)):
+                np.copyto(out, value)
 
 
 def bind_conv(node: Node) -> BoundNode:
