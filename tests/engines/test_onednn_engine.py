@@ -218,7 +218,10 @@ def test_pooling(case, layout):
 @pytest.mark.parametrize("plane", [(7, 7), (1, 1), (5, 3)])
 def test_global_pooling(op_type, layout, plane):
     x = _f32(2, *plane, 24) if layout == "NHWC" else _f32(2, 24, *plane)
-    check_on_onednn(op_type, [x], {"data_format": layout})
+    if op_type == "GlobalMaxPool" and layout == "NCHW":
+        assert declined(op_type, [x], {"data_format": layout})
+    else:
+        check_on_onednn(op_type, [x], {"data_format": layout})
 
 
 def test_one_session_runs_from_several_threads_at_once():
@@ -300,3 +303,48 @@ def test_a_library_of_another_major_version_is_refused(monkeypatch, tmp_path):
     (tmp_path / "libdnnl.so.3").write_bytes(b"not a library")
     reason = _lib.unavailable_reason()
     assert reason is not None and "could not be loaded" in reason
+
+
+UNARY_REFERENCES = {
+    "Tanh": np.tanh, "Exp": np.exp, "Sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+    "Relu": lambda x: np.maximum(x, 0), "Sqrt": np.sqrt, "Abs": np.abs,
+    "HardSwish": lambda x: x * np.clip(x / 6 + 0.5, 0, 1),
+    "Mish": lambda x: x * np.tanh(np.logaddexp(0, x)),
+}
+
+
+@pytest.mark.parametrize("op_type", sorted(UNARY_REFERENCES))
+def test_unary_activations(op_type):
+    """Against float64 NumPy written here, edge values included: large magnitudes,
+    zeros, and (for Sqrt) negatives, which give NaN as they do in NumPy."""
+    from ge.engines.onednn.eltwise import SMALL_ELEMENTS
+
+    x = (_f32(4, 64, 80) * 4).astype(np.float32)
+    x.reshape(-1)[:8] = [0.0, -0.0, 80.0, -80.0, 100.0, -100.0, 1e-30, -1e-30]
+    assert x.size >= SMALL_ELEMENTS
+    if op_type == "Sqrt":
+        x.reshape(-1)[8:16] = np.abs(x.reshape(-1)[8:16]) + 1e-3
+    graph = _graph(op_type, [x], {})
+    executable = ge.compile(graph, opt_level=0, engines=["onednn", "numpy"])
+    assert executable.report["engines_by_op"].get("onednn") == {op_type: 1}
+    got = ge.Session(executable).run({"x0": x})["op"]
+    with np.errstate(all="ignore"):
+        want = UNARY_REFERENCES[op_type](x.astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(got[~finite & ~np.isnan(want)],
+                                  want[~finite & ~np.isnan(want)])
+    np.testing.assert_allclose(got[finite], want[finite], rtol=2e-6, atol=1e-6,
+                               err_msg=op_type)
+    assert declined(op_type, [x[:1, :4, :4]], {})  # small: the next engine's
+
+
+def test_a_unary_activation_of_unknown_shape_falls_back_when_small():
+    graph = ge.Graph("dynamic")
+    x = create_node("Data", [], {"shape": [-1, 64]}, "x0", graph)
+    graph.set_outputs([create_node("Tanh", [x], {}, "op", graph)])
+    session = ge.Session(ge.compile(graph, opt_level=0, engines=["onednn", "numpy"]))
+    assert session.executable.engine_histogram() == {"onednn": 1}
+    for rows in (1, 4096, 2):
+        feed = {"x0": _f32(rows, 64)}
+        assert_close(session.run(feed)["op"], np.tanh(feed["x0"]), what=rows)

@@ -117,3 +117,15 @@ def test_the_product_s_operands_keep_their_values():
     np.testing.assert_array_equal(feed["x0"], a)
     np.testing.assert_array_equal(feed["x1"], b)
     assert_close(got, a.astype(np.float64) @ b + bias, accumulate=True)
+
+
+@pytest.mark.parametrize("op_type,attrs,bias", [("MatMul", {}, None),
+                                                ("Gemm", {"transB": 1, "beta": 0.5}, "const"),
+                                                ("MatMulBiasAdd", {}, "fed"),
+                                                ("MatMulBiasAdd", {"activation": "gelu"}, "const")])
+def test_a_single_row(op_type, attrs, bias):
+    weight = _f32(256, 512) if attrs.get("transB") else _f32(512, 256)
+    arrays: list[Any] = [_f32(1, 512), weight]
+    if bias is not None:
+        arrays.append(_f32(256))
+    check_on_onednn(op_type, arrays, attrs, const=(1, 2) if bias == "const" else (1,))

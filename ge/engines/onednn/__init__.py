@@ -5,7 +5,8 @@ It takes ``Conv2D``/``FusedConv2D`` (bias, residual add and activation fused as
 post-ops), 2-D ``MaxPool``/``AvgPool`` and ``GlobalAveragePool``/``GlobalMaxPool`` in
 float32, NHWC or NCHW (``conv``); ``MatMul``/``MatMulBiasAdd``/``Gemm`` with a constant
 weight packed for its kernel, or two computed operands as a batched product
-(``linear``); and scaled dot-product ``Attention`` (``attention``). It writes their
+(``linear``); scaled dot-product ``Attention`` (``attention``); and unary activations
+such as ``Tanh``, ``Exp`` and ``Sigmoid`` on large arrays (``eltwise``). It writes their
 outputs into the memory plan's arena. What it takes it runs for the cost of the kernel
 plus about a microsecond a call; PyTorch's route to the same library (the torch engine)
 pays about 25 us a call to rebuild the primitive's description.
@@ -22,6 +23,7 @@ without torch.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Optional
 
@@ -34,10 +36,13 @@ __all__ = ["OneDNNEngine"]
 _POOL_READY = False
 
 
+@functools.cache
 def _table() -> dict[str, tuple[Callable[[Node], bool], Callable[[Node], BoundNode]]]:
-    from ge.engines.onednn import attention, conv, linear
+    from ge.engines.onednn import attention, conv, eltwise, linear
 
-    return {"Attention": (attention.check_attention, attention.bind_attention),
+    table = {op: (eltwise.check_unary, eltwise.bind_unary) for op in eltwise.UNARY}
+    return {**table,
+            "Attention": (attention.check_attention, attention.bind_attention),
             "MatMul": (linear.check_linear, linear.bind_linear),
             "MatMulBiasAdd": (linear.check_linear, linear.bind_linear),
             "Gemm": (linear.check_linear, linear.bind_linear),

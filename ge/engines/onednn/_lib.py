@@ -30,7 +30,7 @@ import numpy as np
 from ge.errors import ExecutionError, UnsupportedOpError
 
 __all__ = ["library", "unavailable_reason", "version", "Primitive", "Desc", "PostOps",
-           "convolution", "pooling", "matmul", "softmax", "reorder", "pointer",
+           "convolution", "pooling", "matmul", "softmax", "eltwise", "reorder", "pointer",
            "openmp_runtime",
            "F32", "ELTWISE", "POOL_MAX", "POOL_AVG_INCLUDE", "POOL_AVG_EXCLUDE", "BINARY_ADD",
            "ARG_SRC", "ARG_SRC_1", "ARG_DST", "ARG_WEIGHTS", "ARG_BIAS", "ARG_SCRATCHPAD",
@@ -54,8 +54,9 @@ _QUERY_DST_MD = 133
 _QUERY_WORKSPACE_MD = 135
 _QUERY_SCRATCHPAD_MD = 136
 #: GE's activation names -> oneDNN's eltwise algorithms
-ELTWISE = {"relu": 0x20, "tanh": 0x21, "elu": 0x22, "linear": 0x26, "hardsigmoid": 0x28,
-           "logistic": 0x29, "gelu_tanh": 0x2b, "swish": 0x2c, "clip": 0x2e,
+ELTWISE = {"relu": 0x20, "tanh": 0x21, "elu": 0x22, "abs": 0x24, "sqrt": 0x25,
+           "linear": 0x26, "soft_relu": 0x27, "hardsigmoid": 0x28, "logistic": 0x29,
+           "exp": 0x2a, "gelu_tanh": 0x2b, "swish": 0x2c, "log": 0x2d, "clip": 0x2e,
            "gelu_erf": 0x31, "mish": 0x33, "hardswish": 0x34}
 POOL_MAX = 0x1ff
 POOL_AVG_INCLUDE = 0x2ff
@@ -109,6 +110,9 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "dnnl_pooling_forward_primitive_desc_create": (
         ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int, _P, _P, _P, _P, _P, _P, _P, _P]),
     "dnnl_matmul_primitive_desc_create": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P]),
+    "dnnl_eltwise_forward_primitive_desc_create": (
+        ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int, _P, _P, ctypes.c_float,
+                       ctypes.c_float, _P]),
     "dnnl_softmax_forward_primitive_desc_create": (
         ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int, _P, _P, ctypes.c_int, _P]),
     "dnnl_reorder_primitive_desc_create": (ctypes.c_int, [_P, _P, _P, _P, _P, _P]),
@@ -468,4 +472,21 @@ def softmax(source: Desc, dest: Desc, axis: int) -> Any:
     finally:
         lib.dnnl_primitive_attr_destroy(attr)
     _check(status, "the softmax")
+    return pd
+
+
+def eltwise(algorithm: str, source: Desc, dest: Desc, alpha: float = 0.0,
+            beta: float = 0.0) -> Any:
+    """A forward-inference elementwise function's primitive descriptor (``algorithm`` a
+    name of ``ELTWISE``); source and dest may be one buffer."""
+    lib = library()
+    attr, _ = _attribute(None)
+    pd = _P()
+    try:
+        status = lib.dnnl_eltwise_forward_primitive_desc_create(
+            ctypes.byref(pd), _state["engine"], _FORWARD_INFERENCE, ELTWISE[algorithm],
+            source.handle, dest.handle, alpha, beta, attr)
+    finally:
+        lib.dnnl_primitive_attr_destroy(attr)
+    _check(status, f"the elementwise {algorithm}")
     return pd

@@ -1,0 +1,101 @@
+"""Unary activations as oneDNN eltwise primitives (JIT, vectorized, on the OpenMP pool).
+
+``Tanh``, ``Exp``, ``Sigmoid``, ``Relu``, ``Sqrt``, ``Abs``, ``HardSwish`` and ``Mish``
+in float32, one primitive per element count: the input (made
+contiguous when it is not) and the output are seen as flat vectors, which may be one
+buffer (an in-place step). Measured on a 2-core AVX-512 machine over [1, 64, 80, 80]:
+``tanh`` 50 us against 500 us for ``torch.tanh`` and 68 us for NumPy's single-threaded
+one. ``Log`` and ``Softplus`` are not taken: oneDNN's are within 4e-6 absolute, short
+of NumPy's float32 (softplus far below zero loses all its relative precision).
+
+Arrays under ``SMALL_ELEMENTS`` stay with the next engine (oneDNN's call through ctypes
+costs more than a NumPy ufunc there); a run whose shape the graph did not fix and that
+turns out small goes to the next engine's kernel as well.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Optional
+
+import numpy as np
+
+from ge.engines.base import BoundNode
+from ge.engines.onednn import _lib
+from ge.engines.onednn.conv import _Fallback, _float32
+from ge.errors import UnsupportedOpError
+from ge.ir import Node
+from ge.ir.tensor import is_static_dim
+
+__all__ = ["UNARY", "SMALL_ELEMENTS", "check_unary", "bind_unary"]
+
+#: GE op -> (oneDNN eltwise algorithm, alpha, beta)
+UNARY: dict[str, tuple[str, float, float]] = {
+    "Tanh": ("tanh", 0.0, 0.0),
+    "Exp": ("exp", 0.0, 0.0),
+    "Sigmoid": ("logistic", 0.0, 0.0),
+    "Relu": ("relu", 0.0, 0.0),
+    "Sqrt": ("sqrt", 0.0, 0.0),
+    "Abs": ("abs", 0.0, 0.0),
+    "HardSwish": ("hardswish", 1.0 / 6.0, 0.5),
+    "Mish": ("mish", 0.0, 0.0),
+}
+
+#: fewer elements than this stay with the next engine
+SMALL_ELEMENTS = 1 << 14
+
+
+def check_unary(node: Node) -> bool:
+    """True for a float32 activation of ``UNARY`` that is not known to be small."""
+    if not _float32(node, (0,)) or len(node.outputs) != 1 or node.inputs[0] is None:
+        return False
+    dims = [d for d in node.outputs[0].shape if isinstance(d, int) and is_static_dim(d)]
+    if len(dims) == len(node.outputs[0].shape):
+        return math.prod(dims) >= SMALL_ELEMENTS
+    return True
+
+
+def bind_unary(node: Node) -> BoundNode:
+    algorithm, alpha, beta = UNARY[node.op_type]
+    primitives: dict[int, Optional[_lib.Primitive]] = {}
+    fallback = _Fallback(node)
+
+    def make(count: int) -> Optional[_lib.Primitive]:
+        desc = _lib.Desc([count], [1])
+        try:
+            pd = _lib.eltwise(algorithm, desc, desc, alpha, beta)
+        except UnsupportedOpError:
+            return None
+        try:
+            return _lib.Primitive(pd, [(_lib.ARG_SRC, desc.handle), (_lib.ARG_DST, desc.handle)],
+                                  f"the {node.op_type} {node.name!r}")
+        finally:
+            _lib.destroy(pd)
+
+    def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
+        x, out = inputs[0], outs[0]
+        assert x is not None
+        count = out.size
+        if count < SMALL_ELEMENTS or not out.flags.c_contiguous or x.shape != out.shape:
+            fallback(inputs, outs)
+            return
+        if not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x)
+        try:
+            primitive = primitives[count]
+        except KeyError:
+            primitive = primitives[count] = make(count)
+        if primitive is None:
+            fallback(inputs, outs)
+            return
+        primitive.run((_lib.pointer(x), _lib.pointer(out)))
+
+    def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
+        x = inputs[0]
+        assert x is not None
+        out = np.empty(x.shape, np.float32)
+        writer(inputs, [out])
+        return [out]
+
+    return BoundNode(kernel, writer)
