@@ -44,12 +44,7 @@ def measure(name: str, batch: int, folder: str, rounds: int, block_seconds: floa
     np.savez(inputs, **feeds)  # the same inputs for the runs alone
     specs = [benchmark.Spec(contender, path, batch, zoo=name, feeds=inputs)
              for contender in CONTENDERS]
-    runs = {}
-    for spec in specs:
-        if spec.contender == "torch":
-            runs["torch"] = benchmark.runner(spec, feeds)
-        else:
-            runs[spec.contender] = benchmark.runner(spec, feeds)
+    runs = {spec.contender: benchmark.runner(spec, feeds) for spec in specs}
     result = benchmark.compare(runs, rounds=rounds, block_seconds=block_seconds)
     if solo:
         for spec in specs:
