@@ -348,3 +348,23 @@ def test_a_unary_activation_of_unknown_shape_falls_back_when_small():
     for rows in (1, 4096, 2):
         feed = {"x0": _f32(rows, 64)}
         assert_close(session.run(feed)["op"], np.tanh(feed["x0"]), what=rows)
+
+
+@pytest.mark.parametrize("op_type", ["Softmax"])
+@pytest.mark.parametrize("shape,axis", [((2, 12, 64, 64), -1), ((4, 96, 80), 2),
+                                        ((128, 256), -1)])
+def test_softmax(op_type, shape, axis):
+    x = (_f32(*shape) * 5).astype(np.float32)
+    x.reshape(-1)[:4] = [80.0, -80.0, 0.0, 30.0]
+    graph = _graph(op_type, [x], {"axis": axis})
+    executable = ge.compile(graph, opt_level=0, engines=["onednn", "numpy"])
+    assert executable.report["engines_by_op"].get("onednn") == {op_type: 1}
+    got = ge.Session(executable).run({"x0": x})["op"]
+    wide = x.astype(np.float64)
+    shifted = wide - wide.max(axis=axis, keepdims=True)
+    total = np.exp(shifted).sum(axis=axis, keepdims=True)
+    want = np.exp(shifted) / total
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-7, err_msg=op_type)
+    assert declined(op_type, [x.reshape(-1)[:64]], {"axis": -1})  # small: the next engine's
+    assert declined(op_type, [x], {"axis": 0})  # an outer axis: oneDNN's slow code
+    assert declined("LogSoftmax", [x], {"axis": -1})  # oneDNN's log: short of float32
