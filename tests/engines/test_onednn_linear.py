@@ -129,3 +129,23 @@ def test_a_single_row(op_type, attrs, bias):
     if bias is not None:
         arrays.append(_f32(256))
     check_on_onednn(op_type, arrays, attrs, const=(1, 2) if bias == "const" else (1,))
+
+
+def test_a_weight_is_packed_once_per_layout_and_old_shapes_are_dropped():
+    matrix = _f32(256, 128)
+    packer = _lib.Packed(matrix)
+    layouts = []
+    for rows in (8, 64, 100, 8):
+        x, out = _f32(rows, 256), np.empty((rows, 128), np.float32)
+        pd, weights_md = _lib.matmul(_lib.Desc.of(x), _lib.Desc([256, 128]), None,
+                                     _lib.Desc.of(out), None)
+        try:
+            layouts.append(packer.like(weights_md))
+        finally:
+            _lib.destroy(pd)
+    assert layouts[0] is layouts[3]  # the same layout asked again: the same copy
+    assert packer.layouts == len({id(copy) for copy in layouts}) <= 3
+    cache = _lib.ShapeCache()
+    for key in range(cache.capacity + 5):
+        cache[key] = key
+    assert list(cache) == list(range(5, cache.capacity + 5))  # the oldest went first

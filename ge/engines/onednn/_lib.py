@@ -30,8 +30,8 @@ import numpy as np
 from ge.errors import ExecutionError, UnsupportedOpError
 
 __all__ = ["library", "unavailable_reason", "version", "Primitive", "Desc", "PostOps",
-           "convolution", "pooling", "matmul", "softmax", "eltwise", "reorder", "pointer",
-           "openmp_runtime",
+           "convolution", "pooling", "matmul", "softmax", "eltwise", "resampling_nearest",
+           "reorder", "Packed", "ShapeCache", "pointer", "openmp_runtime",
            "F32", "ELTWISE", "POOL_MAX", "POOL_AVG_INCLUDE", "POOL_AVG_EXCLUDE", "BINARY_ADD",
            "ARG_SRC", "ARG_SRC_1", "ARG_DST", "ARG_WEIGHTS", "ARG_BIAS", "ARG_SCRATCHPAD",
            "ARG_WORKSPACE", "post_op_arg"]
@@ -46,6 +46,7 @@ _IN_ORDER = 1                # dnnl_stream_in_order
 _FORWARD_INFERENCE = 96      # dnnl_forward_inference
 _CONVOLUTION_DIRECT = 1      # dnnl_convolution_direct
 _SOFTMAX_ACCURATE = 0x30000  # dnnl_softmax_accurate
+_RESAMPLING_NEAREST = 0x2fff0  # dnnl_resampling_nearest
 _SCRATCHPAD_USER = 1         # dnnl_scratchpad_mode_user
 _QUERY_IMPL_INFO = 8         # dnnl_query_impl_info_str
 _QUERY_SRC_MD = 129
@@ -95,6 +96,8 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "dnnl_memory_desc_create_with_tag": (ctypes.c_int, [_P, ctypes.c_int, _P, ctypes.c_int,
                                                         ctypes.c_int]),
     "dnnl_memory_desc_destroy": (ctypes.c_int, [_P]),
+    "dnnl_memory_desc_clone": (ctypes.c_int, [_P, _P]),
+    "dnnl_memory_desc_equal": (ctypes.c_int, [_P, _P]),
     "dnnl_memory_desc_get_size": (ctypes.c_size_t, [_P]),
     "dnnl_primitive_attr_create": (ctypes.c_int, [_P]),
     "dnnl_primitive_attr_destroy": (ctypes.c_int, [_P]),
@@ -113,6 +116,8 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "dnnl_eltwise_forward_primitive_desc_create": (
         ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int, _P, _P, ctypes.c_float,
                        ctypes.c_float, _P]),
+    "dnnl_resampling_forward_primitive_desc_create": (
+        ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int, _P, _P, _P, _P]),
     "dnnl_softmax_forward_primitive_desc_create": (
         ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int, _P, _P, ctypes.c_int, _P]),
     "dnnl_reorder_primitive_desc_create": (ctypes.c_int, [_P, _P, _P, _P, _P, _P]),
@@ -402,6 +407,58 @@ def reorder(source: np.ndarray, source_desc: Desc, target_md: Any) -> np.ndarray
     return target
 
 
+class Packed:
+    """A constant operand (a filter, a weight matrix) packed for the kernels that read it:
+    one copy per distinct layout they ask for, shared by all the node's primitives, so
+    that a node run at many input shapes packs its weight once per layout, not per shape."""
+
+    def __init__(self, source: np.ndarray) -> None:
+        self.source = source
+        self.desc = Desc.of(source)
+        self._lib = library()
+        self._copies: list[tuple[Any, np.ndarray]] = []
+        self._lock = threading.Lock()
+
+    def like(self, target_md: Any) -> np.ndarray:
+        """The source laid out as ``target_md`` says (made at the first request)."""
+        with self._lock:
+            for known, data in self._copies:
+                if self._lib.dnnl_memory_desc_equal(known, target_md):
+                    return data
+            data = reorder(self.source, self.desc, target_md)
+            clone = _P()
+            _check(self._lib.dnnl_memory_desc_clone(ctypes.byref(clone), target_md),
+                   "a memory descriptor's copy")
+            self._copies.append((clone, data))
+            return data
+
+    @property
+    def layouts(self) -> int:
+        return len(self._copies)
+
+    def __del__(self) -> None:
+        for known, _ in getattr(self, "_copies", ()):
+            self._lib.dnnl_memory_desc_destroy(known)
+
+
+class ShapeCache(dict):
+    """A node's primitives by input shape, the oldest dropped past ``capacity``: a model
+    fed ever new shapes (a sequence length per request) keeps a bounded set of kernels,
+    their scratchpads and JIT code."""
+
+    capacity = 16
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        with self._lock:
+            super().__setitem__(key, value)
+            while len(self) > self.capacity:
+                super().pop(next(iter(self)))
+
+
 def convolution(source: Desc, weights: Desc, bias: Optional[Desc], dest: Desc,
                 strides: Sequence[int], dilations: Sequence[int], pad_begin: Sequence[int],
                 pad_end: Sequence[int], post_ops: Optional[PostOps]) -> tuple[Any, Any]:
@@ -489,4 +546,21 @@ def eltwise(algorithm: str, source: Desc, dest: Desc, alpha: float = 0.0,
     finally:
         lib.dnnl_primitive_attr_destroy(attr)
     _check(status, f"the elementwise {algorithm}")
+    return pd
+
+
+def resampling_nearest(source: Desc, dest: Desc) -> Any:
+    """A forward-inference nearest-neighbour resampling's primitive descriptor (dims N, C,
+    spatial...; the factors are dest's sizes over source's): output index ``o`` reads
+    input index ``round((o + 0.5) / factor - 0.5)``."""
+    lib = library()
+    attr, _ = _attribute(None)
+    pd = _P()
+    try:
+        status = lib.dnnl_resampling_forward_primitive_desc_create(
+            ctypes.byref(pd), _state["engine"], _FORWARD_INFERENCE, _RESAMPLING_NEAREST, None,
+            source.handle, dest.handle, attr)
+    finally:
+        lib.dnnl_primitive_attr_destroy(attr)
+    _check(status, "the resampling")
     return pd

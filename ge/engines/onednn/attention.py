@@ -114,7 +114,7 @@ def bind_attention(node: Node) -> BoundNode:
     causal = bool(attrs.get("is_causal", 0))
     has_mask = _present(node, 3)
     keys_read, values_read = _read(node, 1), _read(node, 2)
-    plans: dict[tuple[Any, ...], Optional[_Plan]] = {}
+    plans: dict[tuple[Any, ...], Optional[_Plan]] = _lib.ShapeCache()
     scratch = threading.local()
     fallback = _Fallback(node)
     what = f"the attention {node.name!r}"

@@ -152,8 +152,8 @@ def bind_conv(node: Node) -> BoundNode:
     axes = _NCHW_OF_NHWC if nhwc else (0, 1, 2, 3)
     weight_dims = ([groups, out_channels // groups, in_per_group, kh, kw] if groups > 1
                    else [out_channels, in_per_group, kh, kw])
-    plain_weights = oihw.reshape(weight_dims)
-    primitives: dict[tuple[Any, ...], Optional[_lib.Primitive]] = {}
+    weights = _lib.Packed(oihw.reshape(weight_dims))
+    primitives: dict[tuple[Any, ...], Optional[_lib.Primitive]] = _lib.ShapeCache()
     fallback = _Fallback(node)
 
     def make(x: np.ndarray, out: np.ndarray, residual: Optional[np.ndarray]
@@ -177,7 +177,7 @@ def bind_conv(node: Node) -> BoundNode:
         except UnsupportedOpError:
             return None
         try:
-            packed = _lib.reorder(plain_weights, _lib.Desc.of(plain_weights), weights_md)
+            packed = weights.like(weights_md)
             constants = [(_lib.ARG_WEIGHTS, weights_md, packed)]
             if bias is not None and bias_desc is not None:
                 constants.append((_lib.ARG_BIAS, bias_desc.handle, bias))
@@ -264,7 +264,7 @@ def bind_pool(node: Node) -> BoundNode:
     else:
         algorithm = (_lib.POOL_AVG_INCLUDE if node.attrs.get("count_include_pad")
                      else _lib.POOL_AVG_EXCLUDE)
-    primitives: dict[tuple[int, ...], Optional[_lib.Primitive]] = {}
+    primitives: dict[tuple[int, ...], Optional[_lib.Primitive]] = _lib.ShapeCache()
     fallback = _Fallback(node)
 
     def make(x: np.ndarray, out: np.ndarray) -> Optional[_lib.Primitive]:
@@ -333,7 +333,7 @@ def bind_global_pool(node: Node) -> BoundNode:
     nhwc = node.attrs["data_format"] is Format.NHWC
     axes = _NCHW_OF_NHWC if nhwc else (0, 1, 2, 3)
     algorithm = _lib.POOL_MAX if node.op_type == "GlobalMaxPool" else _lib.POOL_AVG_EXCLUDE
-    primitives: dict[tuple[int, ...], Optional[_lib.Primitive]] = {}
+    primitives: dict[tuple[int, ...], Optional[_lib.Primitive]] = _lib.ShapeCache()
     fallback = _Fallback(node)
 
     def make(x: np.ndarray, out: np.ndarray) -> Optional[_lib.Primitive]:

@@ -69,7 +69,7 @@ def check_unary(node: Node) -> bool:
 
 def bind_unary(node: Node) -> BoundNode:
     algorithm, alpha, beta = UNARY[node.op_type]
-    primitives: dict[int, Optional[_lib.Primitive]] = {}
+    primitives: dict[int, Optional[_lib.Primitive]] = _lib.ShapeCache()
     fallback = _Fallback(node)
 
     def make(count: int) -> Optional[_lib.Primitive]:
@@ -127,7 +127,7 @@ def check_softmax(node: Node) -> bool:
 def bind_softmax(node: Node) -> BoundNode:
     """One softmax primitive per input shape over the node's axis, in place when the
     step is."""
-    primitives: dict[tuple[int, ...], Optional[_lib.Primitive]] = {}
+    primitives: dict[tuple[int, ...], Optional[_lib.Primitive]] = _lib.ShapeCache()
     fallback = _Fallback(node)
 
     def make(shape: tuple[int, ...], axis: int) -> Optional[_lib.Primitive]:

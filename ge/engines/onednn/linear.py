@@ -146,7 +146,8 @@ def _bind_weighted(node: Node) -> BoundNode:
         if node.op_type == "MatMulBiasAdd" else False
     bias_desc = _lib.Desc([1, columns], [columns, 1]) \
         if bias is not None or bias_given else None
-    primitives: dict[tuple[Any, ...], Optional[_lib.Primitive]] = {}
+    primitives: dict[tuple[Any, ...], Optional[_lib.Primitive]] = _lib.ShapeCache()
+    packer = _lib.Packed(matrix)
     fallback = _Fallback(node)
 
     def make(rows: np.ndarray, out: np.ndarray) -> Optional[_lib.Primitive]:
@@ -160,7 +161,7 @@ def _bind_weighted(node: Node) -> BoundNode:
         except UnsupportedOpError:
             return None
         try:
-            packed = _lib.reorder(matrix, _lib.Desc.of(matrix), weights_md)
+            packed = packer.like(weights_md)
             constants = [(_lib.ARG_WEIGHTS, weights_md, packed)]
             if bias is not None and bias_desc is not None:
                 constants.append((_lib.ARG_BIAS, bias_desc.handle, bias))
@@ -213,7 +214,7 @@ def _bind_batched(node: Node) -> BoundNode:
     """``MatMul`` of two computed operands of rank >= 2: one batched matmul primitive per
     pair of shapes and strides; the operand of lower rank gains leading axes of 1."""
     _, transpose_b = _transposes(node)
-    primitives: dict[tuple[Any, ...], Optional[_lib.Primitive]] = {}
+    primitives: dict[tuple[Any, ...], Optional[_lib.Primitive]] = _lib.ShapeCache()
     fallback = _Fallback(node)
 
     def make(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> Optional[_lib.Primitive]:
