@@ -368,3 +368,54 @@ def test_softmax(op_type, shape, axis):
     assert declined(op_type, [x.reshape(-1)[:64]], {"axis": -1})  # small: the next engine's
     assert declined(op_type, [x], {"axis": 0})  # an outer axis: oneDNN's slow code
     assert declined("LogSoftmax", [x], {"axis": -1})  # oneDNN's log: short of float32
+
+
+NEAREST = {"mode": "nearest"}
+RESIZE_CASES = [
+    # (input shape, attrs, scales or None, sizes or None, a whole-number repeat)
+    ((1, 8, 10, 12), {**NEAREST, "coordinate_transformation_mode": "asymmetric",
+                      "nearest_mode": "floor"}, [1, 1, 2, 2], None, True),
+    ((1, 8, 10, 12), NEAREST, [1, 1, 2, 2], None, True),  # half_pixel, round_prefer_floor
+    ((2, 10, 12, 8), NEAREST, [1, 3, 2, 1], None, True),  # NHWC, unequal factors
+    ((2, 8, 10, 12), NEAREST, None, [2, 8, 40, 36], True),
+    ((1, 8, 10, 12), {**NEAREST, "coordinate_transformation_mode": "align_corners"},
+     [1, 1, 2, 2], None, True),  # align_corners by 2 happens to repeat every cell
+    ((1, 8, 10, 12), {**NEAREST, "coordinate_transformation_mode": "align_corners"},
+     [1, 1, 3, 3], None, False),  # by 3 it does not: the next engine
+    ((1, 8, 10, 12), NEAREST, [1, 1, 1.5, 2], None, False),
+    ((1, 8, 10, 12), {**NEAREST, "coordinate_transformation_mode": "tf_half_pixel_for_nn",
+                      "nearest_mode": "ceil"}, [1, 1, 2, 2], None, False),
+]
+
+
+@pytest.mark.parametrize("shape,attrs,scales,sizes,repeat", RESIZE_CASES)
+def test_nearest_resize(shape, attrs, scales, sizes, repeat, monkeypatch):
+    from ge.engines.onednn import resize
+
+    x = _f32(*shape)
+    x.reshape(-1)[:3] = [np.nan, -0.0, np.inf]
+    arrays = [x, None, None if scales is None else np.array(scales, np.float32),
+              None if sizes is None else np.array(sizes, np.int64)]
+    graph = _graph("Resize", arrays, attrs, const=(2, 3))
+    executable = ge.compile(graph, opt_level=0, engines=["onednn", "numpy"])
+    assert executable.report["engines_by_op"].get("onednn") == {"Resize": 1}
+    fell_back: list[str] = []
+    original = resize._Fallback.__call__
+
+    def note(self: Any, inputs: Any, outs: Any) -> None:
+        fell_back.append(self.node.name)
+        original(self, inputs, outs)
+
+    monkeypatch.setattr(resize._Fallback, "__call__", note)
+    session = ge.Session(executable)
+    for _ in range(2):
+        got = session.run({"x0": x})["op"]
+        np.testing.assert_array_equal(got, _reference(graph, {"x0": x}))  # bit for bit
+    assert bool(fell_back) != repeat
+
+
+def test_a_resize_fed_its_scales_at_run_time_is_declined():
+    x = _f32(1, 4, 6, 6)
+    assert declined("Resize", [x, None, np.array([1, 1, 2, 2], np.float32)], NEAREST)
+    assert declined("Resize", [x, None, np.array([1, 1, 2, 2], np.float32)],
+                    {"mode": "linear"}, const=(2,))

@@ -31,7 +31,7 @@ from ge.errors import ExecutionError, UnsupportedOpError
 
 __all__ = ["library", "unavailable_reason", "version", "Primitive", "Desc", "PostOps",
            "convolution", "pooling", "matmul", "softmax", "eltwise", "resampling_nearest",
-           "reorder", "Packed", "ShapeCache", "pointer", "openmp_runtime",
+           "reorder", "reorder_desc", "Packed", "ShapeCache", "pointer", "openmp_runtime",
            "F32", "ELTWISE", "POOL_MAX", "POOL_AVG_INCLUDE", "POOL_AVG_EXCLUDE", "BINARY_ADD",
            "ARG_SRC", "ARG_SRC_1", "ARG_DST", "ARG_WEIGHTS", "ARG_BIAS", "ARG_SCRATCHPAD",
            "ARG_WORKSPACE", "post_op_arg"]
@@ -387,15 +387,26 @@ def md_size(md: Any) -> int:
     return int(library().dnnl_memory_desc_get_size(md)) if md else 0
 
 
+def _reorder_pd(source_md: Any, target_md: Any) -> Any:
+    lib = library()
+    pd = _P()
+    engine = _state["engine"]
+    _check(lib.dnnl_reorder_primitive_desc_create(ctypes.byref(pd), source_md, engine,
+                                                  target_md, engine, None), "a reorder")
+    return pd
+
+
+def reorder_desc(source: Desc, dest: Desc) -> Any:
+    """A reorder's primitive descriptor: a copy from one layout (any strides, zero for a
+    broadcast axis) to another."""
+    return _reorder_pd(source.handle, dest.handle)
+
+
 def reorder(source: np.ndarray, source_desc: Desc, target_md: Any) -> np.ndarray:
     """``source`` (described by ``source_desc``, read through its strides) laid out as
     ``target_md`` says, in a new buffer: how a weight is packed once for the kernel that
     reads it."""
-    lib = library()
-    pd = _P()
-    engine = _state["engine"]
-    _check(lib.dnnl_reorder_primitive_desc_create(ctypes.byref(pd), source_desc.handle, engine,
-                                                  target_md, engine, None), "a reorder")
+    pd = _reorder_pd(source_desc.handle, target_md)
     try:
         target = np.zeros(max(md_size(target_md) // 4, 1), np.float32)
         primitive = Primitive(pd, (), "a reorder",

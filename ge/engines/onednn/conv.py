@@ -124,18 +124,26 @@ class _Fallback:
         self.node = node
         self.bound: Optional[BoundNode] = None
 
-    def __call__(self, inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]
-                 ) -> None:
+    def _bound(self) -> BoundNode:
         if self.bound is None:
             from ge.engines import get_engine
 
             names = [n for n in ("torch", "numpy") if get_engine(n).supports(self.node)]
             self.bound = get_engine(names[0]).bind_node(self.node)
-        if self.bound.writer is not None:
-            self.bound.writer(inputs, outs)
+        return self.bound
+
+    def __call__(self, inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]
+                 ) -> None:
+        bound = self._bound()
+        if bound.writer is not None:
+            bound.writer(inputs, outs)
         else:
-            for out, value in zip(outs, self.bound.kernel(inputs)):
+            for out, value in zip(outs, bound.kernel(inputs)):
                 np.copyto(out, value)
+
+    def kernel(self, inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
+        """The next engine's kernel: fresh outputs of the shapes it finds."""
+        return list(self._bound().kernel(inputs))
 
 
 def bind_conv(node: Node) -> BoundNode:
