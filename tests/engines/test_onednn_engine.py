@@ -419,3 +419,40 @@ def test_a_resize_fed_its_scales_at_run_time_is_declined():
     assert declined("Resize", [x, None, np.array([1, 1, 2, 2], np.float32)], NEAREST)
     assert declined("Resize", [x, None, np.array([1, 1, 2, 2], np.float32)],
                     {"mode": "linear"}, const=(2,))
+
+
+CONV_TRANSPOSE_CASES = [
+    ({"strides": [2, 2]}, 1, (3, 3)),
+    ({"strides": [2, 2]}, 1, (2, 2)),  # a text detector's upsampling
+    ({"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]}, 1, (3, 3)),
+    ({"strides": [2, 2], "auto_pad": "SAME_UPPER"}, 1, (3, 3)),
+    ({"strides": [2, 2], "auto_pad": "SAME_LOWER"}, 1, (3, 3)),
+    ({"strides": [3, 2], "output_shape": [20, 15]}, 1, (3, 3)),  # grown: the next engine
+    ({"strides": [1, 1], "dilations": [2, 2], "pads": [0, 1, 2, 0]}, 1, (3, 3)),
+    ({"strides": [2, 2], "pads": [1, 1, 1, 1]}, 4, (3, 3)),
+    ({"strides": [2, 2], "pads": [1, 0, 0, 1]}, 2, (2, 2)),
+]
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("case", CONV_TRANSPOSE_CASES, ids=str)
+def test_conv_transpose(case, bias, monkeypatch):
+    from ge.engines.onednn import deconv
+
+    def refuse(self: Any, inputs: Any, outs: Any) -> None:
+        raise AssertionError("fell back")
+
+    attrs, group, kernel = case
+    if "output_shape" not in attrs:  # an output larger than the full one is padded after
+        monkeypatch.setattr(deconv._Fallback, "__call__", refuse)
+    x, weights = _f32(2, 8, 6, 7), _f32(8, 12 // group, *kernel)
+    check_on_onednn("ConvTranspose", [x, weights, _f32(12) if bias else None],
+                    {**attrs, "group": group}, const=(1, 2))
+
+
+def test_conv_transpose_the_engine_declines():
+    x, weights = _f32(1, 4, 5, 5), _f32(4, 6, 3, 3)
+    assert declined("ConvTranspose", [x, weights], {"group": 1})  # a computed filter
+    assert declined("ConvTranspose", [_f32(1, 4, 5), _f32(4, 6, 3)], {"group": 1},
+                    const=(1,))  # 1-D
+    assert not declined("ConvTranspose", [x, weights], {"group": 1}, const=(1,))

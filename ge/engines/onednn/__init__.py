@@ -3,14 +3,15 @@ resizes as oneDNN primitives, made once per input shape and called through oneDN
 
 It takes ``Conv2D``/``FusedConv2D`` (bias, residual add and activation fused as
 post-ops), 2-D ``MaxPool``/``AvgPool`` and ``GlobalAveragePool``/``GlobalMaxPool`` in
-float32, NHWC or NCHW (``conv``); ``MatMul``/``MatMulBiasAdd``/``Gemm`` with a constant
-weight packed for its kernel, or two computed operands as a batched product
-(``linear``); scaled dot-product ``Attention`` (``attention``); on large arrays, unary
-activations such as ``Tanh``, ``Exp`` and ``Sigmoid``, and ``Softmax`` (``eltwise``);
-and nearest ``Resize`` by whole-number factors (``resize``). It writes their outputs
-into the memory plan's arena. What it takes it runs for the cost of the kernel plus
-about a microsecond a call; PyTorch's route to the same library (the torch engine) pays
-about 25 us a call to rebuild the primitive's description.
+float32, NHWC or NCHW (``conv``); 2-D ``ConvTranspose`` (``deconv``);
+``MatMul``/``MatMulBiasAdd``/``Gemm`` with a constant weight packed for its kernel, or
+two computed operands as a batched product (``linear``); scaled dot-product
+``Attention`` (``attention``); on large arrays, unary activations such as ``Tanh``,
+``Exp`` and ``Sigmoid``, and ``Softmax`` (``eltwise``); and nearest ``Resize`` by
+whole-number factors (``resize``). It writes their outputs into the memory plan's
+arena. What it takes it runs for the cost of the kernel plus about a microsecond a call;
+PyTorch's route to the same library (the torch engine) pays about 25 us a call to
+rebuild the primitive's description.
 
 oneDNN is an optional dependency (the ``onednn-cpu-gomp`` wheel). Without it
 ``supports`` declines every node and the compiler gives them to the next engine; the
@@ -39,11 +40,12 @@ _POOL_READY = False
 
 @functools.cache
 def _table() -> dict[str, tuple[Callable[[Node], bool], Callable[[Node], BoundNode]]]:
-    from ge.engines.onednn import attention, conv, eltwise, linear, resize
+    from ge.engines.onednn import attention, conv, deconv, eltwise, linear, resize
 
     table = {op: (eltwise.check_unary, eltwise.bind_unary) for op in eltwise.UNARY}
     table["Softmax"] = (eltwise.check_softmax, eltwise.bind_softmax)
     table["Resize"] = (resize.check_resize, resize.bind_resize)
+    table["ConvTranspose"] = (deconv.check_conv_transpose, deconv.bind_conv_transpose)
     return {**table,
             "Attention": (attention.check_attention, attention.bind_attention),
             "MatMul": (linear.check_linear, linear.bind_linear),

@@ -31,7 +31,8 @@ from ge.errors import ExecutionError, UnsupportedOpError
 
 __all__ = ["library", "unavailable_reason", "version", "Primitive", "Desc", "PostOps",
            "convolution", "pooling", "matmul", "softmax", "eltwise", "resampling_nearest",
-           "reorder", "reorder_desc", "Packed", "ShapeCache", "pointer", "openmp_runtime",
+           "reorder", "reorder_desc", "reorder_desc_md", "Packed", "ShapeCache", "pointer",
+           "openmp_runtime",
            "F32", "ELTWISE", "POOL_MAX", "POOL_AVG_INCLUDE", "POOL_AVG_EXCLUDE", "BINARY_ADD",
            "ARG_SRC", "ARG_SRC_1", "ARG_DST", "ARG_WEIGHTS", "ARG_BIAS", "ARG_SCRATCHPAD",
            "ARG_WORKSPACE", "post_op_arg"]
@@ -45,6 +46,7 @@ _CPU = 1                     # dnnl_cpu
 _IN_ORDER = 1                # dnnl_stream_in_order
 _FORWARD_INFERENCE = 96      # dnnl_forward_inference
 _CONVOLUTION_DIRECT = 1      # dnnl_convolution_direct
+_DECONVOLUTION_DIRECT = 0xa  # dnnl_deconvolution_direct
 _SOFTMAX_ACCURATE = 0x30000  # dnnl_softmax_accurate
 _RESAMPLING_NEAREST = 0x2fff0  # dnnl_resampling_nearest
 _SCRATCHPAD_USER = 1         # dnnl_scratchpad_mode_user
@@ -109,6 +111,8 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
                                                     ctypes.c_float]),
     "dnnl_post_ops_append_binary": (ctypes.c_int, [_P, ctypes.c_int, _P]),
     "dnnl_convolution_forward_primitive_desc_create": (
+        ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int, _P, _P, _P, _P, _P, _P, _P, _P, _P]),
+    "dnnl_deconvolution_forward_primitive_desc_create": (
         ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int, _P, _P, _P, _P, _P, _P, _P, _P, _P]),
     "dnnl_pooling_forward_primitive_desc_create": (
         ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int, _P, _P, _P, _P, _P, _P, _P, _P]),
@@ -402,6 +406,11 @@ def reorder_desc(source: Desc, dest: Desc) -> Any:
     return _reorder_pd(source.handle, dest.handle)
 
 
+def reorder_desc_md(source_md: Any, dest_md: Any) -> Any:
+    """``reorder_desc`` between memory descriptor handles (a primitive's chosen layouts)."""
+    return _reorder_pd(source_md, dest_md)
+
+
 def reorder(source: np.ndarray, source_desc: Desc, target_md: Any) -> np.ndarray:
     """``source`` (described by ``source_desc``, read through its strides) laid out as
     ``target_md`` says, in a new buffer: how a weight is packed once for the kernel that
@@ -472,22 +481,27 @@ class ShapeCache(dict):
 
 def convolution(source: Desc, weights: Desc, bias: Optional[Desc], dest: Desc,
                 strides: Sequence[int], dilations: Sequence[int], pad_begin: Sequence[int],
-                pad_end: Sequence[int], post_ops: Optional[PostOps]) -> tuple[Any, Any]:
-    """A forward-inference convolution's primitive descriptor, and the weights' memory
-    descriptor the chosen kernel reads (owned by the descriptor: ``destroy`` frees both)."""
+                pad_end: Sequence[int], post_ops: Optional[PostOps],
+                transposed: bool = False) -> tuple[Any, Any]:
+    """A forward-inference convolution's primitive descriptor (a transposed convolution,
+    oneDNN's deconvolution, when ``transposed``), and the weights' memory descriptor the
+    chosen kernel reads (owned by the descriptor: ``destroy`` frees both)."""
     lib = library()
     attr, keep = _attribute(post_ops)
     pd = _P()
+    create = lib.dnnl_deconvolution_forward_primitive_desc_create if transposed \
+        else lib.dnnl_convolution_forward_primitive_desc_create
     try:
-        status = lib.dnnl_convolution_forward_primitive_desc_create(
-            ctypes.byref(pd), _state["engine"], _FORWARD_INFERENCE, _CONVOLUTION_DIRECT,
+        status = create(
+            ctypes.byref(pd), _state["engine"], _FORWARD_INFERENCE,
+            _DECONVOLUTION_DIRECT if transposed else _CONVOLUTION_DIRECT,
             source.handle, weights.handle, None if bias is None else bias.handle, dest.handle,
             _Dims(*strides), _Dims(*(d - 1 for d in dilations)), _Dims(*pad_begin),
             _Dims(*pad_end), attr)
     finally:
         lib.dnnl_primitive_attr_destroy(attr)
         del keep
-    _check(status, "the convolution")
+    _check(status, "the transposed convolution" if transposed else "the convolution")
     return pd, query_md(pd, "weights")
 
 
