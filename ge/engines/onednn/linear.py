@@ -13,10 +13,6 @@ classifier's [1, 1280] x [1280, 1000].
 batched matmul primitive per shape pair, each operand read where it lies through its
 strides: a transposed view costs no copy. Batch dims of size 1 broadcast.
 
-A single row without an activation (a decoder's step, a classifier at batch 1) is
-NumPy's ``matmul`` (OpenBLAS's GEMV: 65 us against oneDNN's 80 on [1, 768] x [768,
-3072]).
-
 Products under ``SMALL_PRODUCT_MACS`` multiply-adds stay with the next engine (NumPy's
 call costs less than oneDNN's there). A configuration oneDNN refuses runs on the next
 engine's kernel.
@@ -142,8 +138,6 @@ def _bind_weighted(node: Node) -> BoundNode:
     depth, columns = (int(d) for d in matrix.shape)
     bias = _constant_bias(node, columns)
     bias_given = node.op_type == "MatMulBiasAdd" and bias is None
-    activation = node.attrs.get("activation", "none") != "none" \
-        if node.op_type == "MatMulBiasAdd" else False
     bias_desc = _lib.Desc([1, columns], [columns, 1]) \
         if bias is not None or bias_given else None
     primitives: dict[tuple[Any, ...], Optional[_lib.Primitive]] = _lib.ShapeCache()
@@ -174,13 +168,6 @@ def _bind_weighted(node: Node) -> BoundNode:
         assert x is not None
         rows = x.reshape(-1, x.shape[-1])  # a copy only when the input's strides demand it
         flat = out.reshape(-1, columns)
-        if rows.shape[0] == 1 and not activation:  # a vector: OpenBLAS's GEMV is faster
-            np.matmul(rows, matrix, out=flat)
-            if bias is not None:
-                flat += bias
-            elif bias_given:
-                flat += inputs[2]
-            return
         key = (rows.shape, rows.strides)
         try:
             primitive = primitives[key]
