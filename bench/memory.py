@@ -79,7 +79,7 @@ def export_models(folder: Path) -> dict[str, str]:
     return paths
 
 
-#: the contenders: GE with its default engines (PyTorch's kernels where they apply), GE
+#: the contenders: GE with its default engines (oneDNN's and PyTorch's kernels), GE
 #: on its NumPy engines alone (no PyTorch in the process), onnxruntime
 CONTENDERS = {"ge": "GE (default engines)", "ge-numpy": "GE (NumPy engines)",
               "ort": "onnxruntime"}
@@ -172,9 +172,10 @@ def report(results: dict[str, Any]) -> str:
              f"NumPy {numpy.__version__}, onnxruntime {onnxruntime.__version__}. Every figure "
              "comes from a fresh process running one contender on one case; RSS is the "
              "process's (`VmHWM` for peaks, `/proc/self/statm` for the current size).", "",
-             "GE runs with its default engines (PyTorch's kernels where they apply: the "
-             "process then holds PyTorch's libraries, and oneDNN allocates convolution "
-             "outputs outside GE's arena) and on its NumPy engines alone.", "",
+             "GE runs with its default engines (oneDNN's primitives, writing into GE's "
+             "arena, and PyTorch's kernels for what they take: the process then holds "
+             "both libraries and the weights packed for oneDNN's kernels) and on its "
+             "NumPy engines alone.", "",
              "### ResNet-50: peak RSS over the runs", "",
              "| batch | contender | loaded MB | peak MB | / onnxruntime (peak) | ms per run |",
              "|---|---|---|---|---|---|"]
