@@ -289,14 +289,16 @@ def _cmd_bench(args: argparse.Namespace) -> None:
     if not args.model.endswith(".onnx"):
         raise ge.errors.ModelFormatError("ge bench compares with onnxruntime: it needs an .onnx")
     info = benchmark.machine()
-    peak = benchmark.matmul_peak_gflops()
+    peaks = benchmark.matmul_peaks()
     settings = ", ".join(f"{k}={v}" for k, v in info["blas_settings"].items()) or "defaults"
     engine = f"torch engine on PyTorch {info['torch']}" if info["torch"] else \
         "no PyTorch: no torch engine"
     engine += f", onednn engine on oneDNN {info['onednn']}" if info["onednn"] else \
         ", no oneDNN: no onednn engine"
-    print(f"{info['cpu']}, {info['cores']} cores, {info['blas']} ({settings}); NumPy float32 "
-          f"matmul peak {peak:.0f} GFLOP/s; {engine}")
+    measured = ", ".join(f"{name} {rate:.0f}" for name, rate in peaks.items())
+    print(f"{info['cpu']}, {info['cores']} cores, {info['blas']} ({settings}); float32 "
+          f"matmul peak (GFLOP/s) {measured}; {engine}")
+    peak = max(peaks.values())
     for batch in args.batch:
         feeds = benchmark.feeds_for(args.model, batch)
         specs = [benchmark.Spec(name, args.model, batch, opt_level=args.opt_level)

@@ -51,7 +51,16 @@ def test_machine_names_the_cpu_and_blas_and_measures_a_peak():
     import torch
 
     assert info["torch"] == torch.__version__.split("+")[0] or info["torch"] == torch.__version__
+    peaks = benchmark.matmul_peaks(size=128, seconds=0.05)
+    assert set(peaks) == {"numpy", "onednn"} and min(peaks.values()) > 0
     assert benchmark.matmul_peak_gflops(size=128, seconds=0.05) > 0
+    rng = np.random.default_rng(1)
+    a, b = (rng.standard_normal((64, 64), dtype=np.float32) for _ in range(2))
+    out = np.zeros((64, 64), np.float32)
+    product = benchmark._onednn_product(a, b, out)
+    assert product is not None
+    product()  # the product the peak times is a real one
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 
 
 def test_ge_bench_prints_both_contenders_in_and_out_of_the_harness(onnx_file, capsys):

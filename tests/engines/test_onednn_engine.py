@@ -456,3 +456,23 @@ def test_conv_transpose_the_engine_declines():
     assert declined("ConvTranspose", [_f32(1, 4, 5), _f32(4, 6, 3)], {"group": 1},
                     const=(1,))  # 1-D
     assert not declined("ConvTranspose", [x, weights], {"group": 1}, const=(1,))
+
+
+@pytest.mark.parametrize("shape,perm", [((1, 64, 20, 20), (0, 2, 3, 1)),
+                                        ((2, 20, 20, 64), (0, 3, 1, 2)),
+                                        ((2, 12, 128, 16), (0, 2, 1, 3)),
+                                        ((64, 300), (1, 0)),
+                                        ((3, 4, 40, 50), (3, 1, 0, 2))])
+def test_transpose(shape, perm):
+    x = _f32(*shape)
+    x.reshape(-1)[:3] = [np.nan, -0.0, np.inf]
+    graph = _graph("Transpose", [x], {"perm": list(perm)})
+    executable = ge.compile(graph, opt_level=0, engines=["onednn", "numpy"])
+    assert executable.report["engines_by_op"].get("onednn") == {"Transpose": 1}
+    session = ge.Session(executable)
+    for _ in range(2):
+        got = session.run({"x0": x})["op"]
+        np.testing.assert_array_equal(got, np.transpose(x, perm))  # bit for bit
+    assert np.signbit(got.reshape(-1)[np.argmax(np.transpose(
+        np.arange(x.size).reshape(shape), perm).reshape(-1) == 1)])
+    assert declined("Transpose", [x[..., :2] if x.ndim > 1 else x], {"perm": list(perm)})

@@ -1,4 +1,5 @@
-"""Nearest ``Resize`` by whole-number factors as one oneDNN reorder.
+"""Data movement as oneDNN reorders: nearest ``Resize`` by whole-number factors, and
+``Transpose``.
 
 An upsampling that repeats every input cell ``r`` times along each resized axis (what
 ``nearest`` gives at an integer scale under ``asymmetric``, ``half_pixel`` and the other
@@ -11,6 +12,13 @@ reference's.
 Whether a shape is such a repeat is decided from the reference's own indices (ONNX's
 coordinate mapping and rounding, computed once per input shape); any other resize of
 the node runs on the next engine.
+
+A float32 ``Transpose`` that is a batch of matrix transposes (the layout pass's NCHW <->
+NHWC) goes through OpenBLAS's ``omatcopy`` as on the other engines (in a session as fast
+as oneDNN's reorder, or faster); any other permutation is a reorder from the input read
+through its axes permuted into the dense output (attention's [B, S, H, D] -> [B, H, S, D]:
+16 us against torch's 18). Taking them here spares a model whose only torch step was
+the layout pass's transpose the 190 MB of loading PyTorch.
 """
 
 from __future__ import annotations
@@ -24,12 +32,14 @@ import numpy as np
 from ge.engines.base import BoundNode
 from ge.engines.onednn import _lib
 from ge.engines.onednn.conv import _const, _Fallback, _float32, _rank
+from ge.engines.transpose import Transposer
 from ge.errors import UnsupportedOpError
 from ge.ir import Node
 from ge.ops.image import nearest_index, source_positions
 from ge.ops.shape_utils import normalize_axes
 
-__all__ = ["check_resize", "bind_resize"]
+__all__ = ["check_resize", "bind_resize", "check_transpose", "bind_transpose",
+           "SMALL_TRANSPOSE"]
 
 #: the mappings whose positions need no region of interest
 _MAPPINGS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
@@ -173,3 +183,76 @@ def bind_resize(node: Node) -> BoundNode:
         return [out]
 
     return BoundNode(kernel, writer)
+
+
+# -- Transpose --------------------------------------------------------------------------
+
+def check_transpose(node: Node) -> bool:
+    """True for a float32 ``Transpose`` with its permutation given, not known to be small
+    (a NumPy strided copy is quicker there)."""
+    if not _float32(node, (0,)) or len(node.outputs) != 1 or node.attrs.get("perm") is None:
+        return False
+    dims = [d for d in node.outputs[0].shape if isinstance(d, int) and d >= 0]
+    return len(dims) != len(node.outputs[0].shape) or math.prod(dims) >= SMALL_TRANSPOSE
+
+
+#: fewer elements than this are a NumPy strided copy
+SMALL_TRANSPOSE = 1 << 14
+
+
+def bind_transpose(node: Node) -> BoundNode:
+    """One reorder per input shape: the input read through its axes permuted, written
+    densely into the node's slot (the layout pass's NCHW <-> NHWC among others)."""
+    perm = [int(p) for p in node.attrs["perm"]]
+    primitives: dict[tuple[Any, ...], Any] = _lib.ShapeCache()
+    as_matrices = Transposer(perm)
+
+    def make(x: np.ndarray) -> Any:
+        view = x.transpose(perm)
+        source = _lib.Desc.of(view)
+        dest = _lib.Desc(list(view.shape), _dense(view.shape))
+        try:
+            pd = _lib.reorder_desc(source, dest)
+        except UnsupportedOpError:
+            return None
+        try:
+            return _lib.Primitive(pd, [(_lib.ARG_SRC, source.handle),
+                                       (_lib.ARG_DST, dest.handle)],
+                                  f"the transpose {node.name!r}")
+        finally:
+            _lib.destroy(pd)
+
+    def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
+        x, out = inputs[0], outs[0]
+        assert x is not None
+        if as_matrices(x, out):  # a batch of matrix transposes: OpenBLAS's omatcopy
+            return
+        if x.size < SMALL_TRANSPOSE or not out.flags.c_contiguous:
+            np.copyto(out, x.transpose(perm))
+            return
+        key = (x.shape, x.strides)
+        try:
+            primitive = primitives[key]
+        except KeyError:
+            primitive = primitives[key] = make(x)
+        if primitive is None:
+            np.copyto(out, x.transpose(perm))
+            return
+        primitive.run((_lib.pointer(x), _lib.pointer(out)))
+
+    def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
+        x = inputs[0]
+        assert x is not None
+        out = np.empty(x.transpose(perm).shape, np.float32)
+        writer(inputs, [out])
+        return [out]
+
+    return BoundNode(kernel, writer)
+
+
+def _dense(shape: Sequence[int]) -> list[int]:
+    strides, step = [], 1
+    for dim in reversed(shape):
+        strides.append(step)
+        step *= max(int(dim), 1)
+    return strides[::-1]
