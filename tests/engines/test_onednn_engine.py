@@ -390,7 +390,7 @@ RESIZE_CASES = [
 
 @pytest.mark.parametrize("shape,attrs,scales,sizes,repeat", RESIZE_CASES)
 def test_nearest_resize(shape, attrs, scales, sizes, repeat, monkeypatch):
-    from ge.engines.onednn import resize
+    from ge.engines.onednn import movement
 
     x = _f32(*shape)
     x.reshape(-1)[:3] = [np.nan, -0.0, np.inf]
@@ -400,13 +400,13 @@ def test_nearest_resize(shape, attrs, scales, sizes, repeat, monkeypatch):
     executable = ge.compile(graph, opt_level=0, engines=["onednn", "numpy"])
     assert executable.report["engines_by_op"].get("onednn") == {"Resize": 1}
     fell_back: list[str] = []
-    original = resize._Fallback.__call__
+    original = movement._Fallback.__call__
 
     def note(self: Any, inputs: Any, outs: Any) -> None:
         fell_back.append(self.node.name)
         original(self, inputs, outs)
 
-    monkeypatch.setattr(resize._Fallback, "__call__", note)
+    monkeypatch.setattr(movement._Fallback, "__call__", note)
     session = ge.Session(executable)
     for _ in range(2):
         got = session.run({"x0": x})["op"]

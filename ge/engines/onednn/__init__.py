@@ -8,7 +8,7 @@ float32, NHWC or NCHW (``conv``); 2-D ``ConvTranspose`` (``deconv``);
 two computed operands as a batched product (``linear``); scaled dot-product
 ``Attention`` (``attention``); on large arrays, unary activations such as ``Tanh``,
 ``Exp`` and ``Sigmoid``, and ``Softmax`` (``eltwise``); and nearest ``Resize`` by
-whole-number factors and large ``Transpose`` as reorders (``resize``). It writes their
+whole-number factors and large ``Transpose`` as reorders (``movement``). It writes their
 outputs into the memory plan's arena. What it takes it runs for the cost of the kernel
 plus about a microsecond a call; PyTorch's route to the same library (the torch engine)
 pays about 25 us a call to rebuild the primitive's description.
@@ -40,12 +40,12 @@ _POOL_READY = False
 
 @functools.cache
 def _table() -> dict[str, tuple[Callable[[Node], bool], Callable[[Node], BoundNode]]]:
-    from ge.engines.onednn import attention, conv, deconv, eltwise, linear, resize
+    from ge.engines.onednn import attention, conv, deconv, eltwise, linear, movement
 
     table = {op: (eltwise.check_unary, eltwise.bind_unary) for op in eltwise.UNARY}
     table["Softmax"] = (eltwise.check_softmax, eltwise.bind_softmax)
-    table["Resize"] = (resize.check_resize, resize.bind_resize)
-    table["Transpose"] = (resize.check_transpose, resize.bind_transpose)
+    table["Resize"] = (movement.check_resize, movement.bind_resize)
+    table["Transpose"] = (movement.check_transpose, movement.bind_transpose)
     table["ConvTranspose"] = (deconv.check_conv_transpose, deconv.bind_conv_transpose)
     return {**table,
             "Attention": (attention.check_attention, attention.bind_attention),
