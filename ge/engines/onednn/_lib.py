@@ -22,7 +22,7 @@ import ctypes.util
 import os
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 import numpy as np
@@ -31,8 +31,8 @@ from ge.errors import ExecutionError, UnsupportedOpError
 
 __all__ = ["library", "unavailable_reason", "version", "Primitive", "Desc", "PostOps",
            "convolution", "pooling", "matmul", "softmax", "eltwise", "resampling_nearest",
-           "reorder", "reorder_desc", "reorder_desc_md", "Packed", "ShapeCache", "pointer",
-           "openmp_runtime",
+           "reorder", "reorder_desc", "reorder_desc_md", "Packed", "ShapeCache", "made",
+           "source_dest", "pointer", "openmp_runtime",
            "F32", "ELTWISE", "POOL_MAX", "POOL_AVG_INCLUDE", "POOL_AVG_EXCLUDE", "BINARY_ADD",
            "ARG_SRC", "ARG_SRC_1", "ARG_DST", "ARG_WEIGHTS", "ARG_BIAS", "ARG_SCRATCHPAD",
            "ARG_WORKSPACE", "post_op_arg"]
@@ -477,6 +477,28 @@ class ShapeCache(dict):
             super().__setitem__(key, value)
             while len(self) > self.capacity:
                 super().pop(next(iter(self)))
+
+    def get_or_make(self, key: Any, make: Callable[[], Any]) -> Any:
+        """The entry for ``key``, made (and kept) at the first request."""
+        try:
+            return self[key]
+        except KeyError:
+            value = self[key] = make()
+            return value
+
+
+def made(pd: Any, operands: Sequence[tuple[int, Any]], what: str,
+         constants: Sequence[tuple[int, Any, np.ndarray]] = ()) -> "Primitive":
+    """The primitive of descriptor ``pd``, which is then freed (see ``Primitive``)."""
+    try:
+        return Primitive(pd, operands, what, constants)
+    finally:
+        destroy(pd)
+
+
+def source_dest(source: Any, dest: Any) -> list[tuple[int, Any]]:
+    """The operands of a primitive that reads ``source`` and writes ``dest`` (handles)."""
+    return [(ARG_SRC, source), (ARG_DST, dest)]
 
 
 def convolution(source: Desc, weights: Desc, bias: Optional[Desc], dest: Desc,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 
@@ -114,7 +114,7 @@ def bind_attention(node: Node) -> BoundNode:
     causal = bool(attrs.get("is_causal", 0))
     has_mask = _present(node, 3)
     keys_read, values_read = _read(node, 1), _read(node, 2)
-    plans: dict[tuple[Any, ...], Optional[_Plan]] = _lib.ShapeCache()
+    plans = _lib.ShapeCache()
     scratch = threading.local()
     fallback = _Fallback(node)
     what = f"the attention {node.name!r}"
@@ -137,8 +137,8 @@ def bind_attention(node: Node) -> BoundNode:
             pds.append(_lib.softmax(s_desc, s_desc, scores.ndim - 1))
             pds.append(_lib.matmul(s_desc, v_desc, None, y_desc, None)[0])
             return _Plan(_lib.Primitive(pds[0], operands, what),
-                         _lib.Primitive(pds[1], [(_lib.ARG_SRC, s_desc.handle),
-                                                 (_lib.ARG_DST, s_desc.handle)], what),
+                         _lib.Primitive(pds[1], _lib.source_dest(s_desc.handle,
+                                                                 s_desc.handle), what),
                          _lib.Primitive(pds[2], [(_lib.ARG_SRC, s_desc.handle),
                                                  (_lib.ARG_WEIGHTS, v_desc.handle),
                                                  (_lib.ARG_DST, y_desc.handle)], what),
@@ -211,10 +211,7 @@ def bind_attention(node: Node) -> BoundNode:
         scale = float(given_scale) if given_scale is not None else 1.0 / math.sqrt(size)
         key = (q.shape, q.strides, k_t.shape, k_t.strides, v.shape, v.strides,
                out_view.strides, None if bias is None else (bias.shape, bias.strides))
-        try:
-            plan = plans[key]
-        except KeyError:
-            plan = plans[key] = make(q, k_t, v, scores, out_view, bias, scale)
+        plan = plans.get_or_make(key, lambda: make(q, k_t, v, scores, out_view, bias, scale))
         if plan is None:
             fallback(inputs, outs)
             return

@@ -145,6 +145,15 @@ class _Fallback:
         """The next engine's kernel: fresh outputs of the shapes it finds."""
         return list(self._bound().kernel(inputs))
 
+    def or_run(self, primitive: Optional[_lib.Primitive], x: np.ndarray, out: np.ndarray,
+               inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
+        """Run ``primitive`` from ``x`` into ``out``; without one, the next engine's
+        writer on the node's own inputs and outputs."""
+        if primitive is None:
+            self(inputs, outs)
+        else:
+            primitive.run((_lib.pointer(x), _lib.pointer(out)))
+
 
 def bind_conv(node: Node) -> BoundNode:
     oihw = _filter_oihw(node)
@@ -161,7 +170,7 @@ def bind_conv(node: Node) -> BoundNode:
     weight_dims = ([groups, out_channels // groups, in_per_group, kh, kw] if groups > 1
                    else [out_channels, in_per_group, kh, kw])
     weights = _lib.Packed(oihw.reshape(weight_dims))
-    primitives: dict[tuple[Any, ...], Optional[_lib.Primitive]] = _lib.ShapeCache()
+    primitives = _lib.ShapeCache()
     fallback = _Fallback(node)
 
     def make(x: np.ndarray, out: np.ndarray, residual: Optional[np.ndarray]
@@ -170,7 +179,7 @@ def bind_conv(node: Node) -> BoundNode:
         begin, end = _padding(window, logical[2], logical[3], kh, kw)
         source, dest = _lib.Desc.of(x, axes=axes), _lib.Desc.of(out, axes=axes)
         post = _lib.PostOps()
-        operands = [(_lib.ARG_SRC, source.handle), (_lib.ARG_DST, dest.handle)]
+        operands = _lib.source_dest(source.handle, dest.handle)
         if residual is not None:
             other = _lib.Desc.of(residual, axes=axes)
             index = post.binary_add(other)
@@ -207,10 +216,7 @@ def bind_conv(node: Node) -> BoundNode:
                                      f"{list(out.shape)}")
             if not residual.flags.c_contiguous:
                 residual = np.ascontiguousarray(residual)
-        try:
-            primitive = primitives[key]
-        except KeyError:
-            primitive = primitives[key] = make(x, out, residual)
+        primitive = primitives.get_or_make(key, lambda: make(x, out, residual))
         if primitive is None:
             fallback(inputs, outs)
             return
@@ -272,7 +278,7 @@ def bind_pool(node: Node) -> BoundNode:
     else:
         algorithm = (_lib.POOL_AVG_INCLUDE if node.attrs.get("count_include_pad")
                      else _lib.POOL_AVG_EXCLUDE)
-    primitives: dict[tuple[int, ...], Optional[_lib.Primitive]] = _lib.ShapeCache()
+    primitives = _lib.ShapeCache()
     fallback = _Fallback(node)
 
     def make(x: np.ndarray, out: np.ndarray) -> Optional[_lib.Primitive]:
@@ -291,26 +297,16 @@ def bind_pool(node: Node) -> BoundNode:
                               list(window.dilations), begin, end)
         except UnsupportedOpError:
             return None
-        try:
-            return _lib.Primitive(pd, [(_lib.ARG_SRC, source.handle),
-                                       (_lib.ARG_DST, dest.handle)],
-                                  f"the pooling {node.name!r}")
-        finally:
-            _lib.destroy(pd)
+        what = f"the pooling {node.name!r}"
+        return _lib.made(pd, _lib.source_dest(source.handle, dest.handle), what)
 
     def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
         x, out = inputs[0], outs[0]
         assert x is not None
         if not x.flags.c_contiguous:
             x = np.ascontiguousarray(x)
-        try:
-            primitive = primitives[x.shape]
-        except KeyError:
-            primitive = primitives[x.shape] = make(x, out)
-        if primitive is None:
-            fallback(inputs, outs)
-            return
-        primitive.run((_lib.pointer(x), _lib.pointer(out)))
+        primitive = primitives.get_or_make(x.shape, lambda: make(x, out))
+        fallback.or_run(primitive, x, out, inputs, outs)
 
     def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
         x = inputs[0]
@@ -341,7 +337,7 @@ def bind_global_pool(node: Node) -> BoundNode:
     nhwc = node.attrs["data_format"] is Format.NHWC
     axes = _NCHW_OF_NHWC if nhwc else (0, 1, 2, 3)
     algorithm = _lib.POOL_MAX if node.op_type == "GlobalMaxPool" else _lib.POOL_AVG_EXCLUDE
-    primitives: dict[tuple[int, ...], Optional[_lib.Primitive]] = _lib.ShapeCache()
+    primitives = _lib.ShapeCache()
     fallback = _Fallback(node)
 
     def make(x: np.ndarray, out: np.ndarray) -> Optional[_lib.Primitive]:
@@ -354,26 +350,16 @@ def bind_global_pool(node: Node) -> BoundNode:
                               [0, 0], [0, 0])
         except UnsupportedOpError:
             return None
-        try:
-            return _lib.Primitive(pd, [(_lib.ARG_SRC, source.handle),
-                                       (_lib.ARG_DST, dest.handle)],
-                                  f"the pooling {node.name!r}")
-        finally:
-            _lib.destroy(pd)
+        what = f"the pooling {node.name!r}"
+        return _lib.made(pd, _lib.source_dest(source.handle, dest.handle), what)
 
     def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
         x, out = inputs[0], outs[0]
         assert x is not None
         if not x.flags.c_contiguous:
             x = np.ascontiguousarray(x)
-        try:
-            primitive = primitives[x.shape]
-        except KeyError:
-            primitive = primitives[x.shape] = make(x, out)
-        if primitive is None:
-            fallback(inputs, outs)
-            return
-        primitive.run((_lib.pointer(x), _lib.pointer(out)))
+        primitive = primitives.get_or_make(x.shape, lambda: make(x, out))
+        fallback.or_run(primitive, x, out, inputs, outs)
 
     def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
         x = inputs[0]

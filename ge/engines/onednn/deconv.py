@@ -45,10 +45,7 @@ def _dense(shape: Sequence[int]) -> list[int]:
 
 def _reorder(source_md: Any, dest_md: Any, what: str) -> _lib.Primitive:
     pd = _lib.reorder_desc_md(source_md, dest_md)
-    try:
-        return _lib.Primitive(pd, [(_lib.ARG_SRC, source_md), (_lib.ARG_DST, dest_md)], what)
-    finally:
-        _lib.destroy(pd)
+    return _lib.made(pd, _lib.source_dest(source_md, dest_md), what)
 
 
 class _Steps:
@@ -100,7 +97,7 @@ def bind_conv_transpose(node: Node) -> BoundNode:
     bias = None if bias_data is None else np.ascontiguousarray(bias_data, dtype=np.float32)
     strides = list(attrs.get("strides") or [1, 1])
     dilations = list(attrs.get("dilations") or [1, 1])
-    primitives: dict[tuple[int, ...], Any] = _lib.ShapeCache()
+    primitives = _lib.ShapeCache()
     scratch = threading.local()
     fallback = _Fallback(node)
 
@@ -134,7 +131,7 @@ def bind_conv_transpose(node: Node) -> BoundNode:
             constants = [(_lib.ARG_WEIGHTS, weights_md, weights.like(weights_md))]
             if bias is not None and bias_desc is not None:
                 constants.append((_lib.ARG_BIAS, bias_desc.handle, bias))
-            steps.main = _lib.Primitive(pd, [(_lib.ARG_SRC, source_md), (_lib.ARG_DST, dest_md)],
+            steps.main = _lib.Primitive(pd, _lib.source_dest(source_md, dest_md),
                                         what, constants)
             steps.source_size = _lib.md_size(source_md) // 4
             steps.dest_size = _lib.md_size(dest_md) // 4
@@ -153,10 +150,7 @@ def bind_conv_transpose(node: Node) -> BoundNode:
         assert x is not None
         if not x.flags.c_contiguous:
             x = np.ascontiguousarray(x)
-        try:
-            steps = primitives[x.shape]
-        except KeyError:
-            steps = primitives[x.shape] = make(x)
+        steps = primitives.get_or_make(x.shape, lambda: make(x))
         if steps is None or steps.out_shape != out.shape or not out.flags.c_contiguous:
             fallback(inputs, outs)
             return

@@ -69,7 +69,7 @@ def check_unary(node: Node) -> bool:
 
 def bind_unary(node: Node) -> BoundNode:
     algorithm, alpha, beta = UNARY[node.op_type]
-    primitives: dict[int, Optional[_lib.Primitive]] = _lib.ShapeCache()
+    primitives = _lib.ShapeCache()
     fallback = _Fallback(node)
 
     def make(count: int) -> Optional[_lib.Primitive]:
@@ -78,11 +78,8 @@ def bind_unary(node: Node) -> BoundNode:
             pd = _lib.eltwise(algorithm, desc, desc, alpha, beta)
         except UnsupportedOpError:
             return None
-        try:
-            return _lib.Primitive(pd, [(_lib.ARG_SRC, desc.handle), (_lib.ARG_DST, desc.handle)],
-                                  f"the {node.op_type} {node.name!r}")
-        finally:
-            _lib.destroy(pd)
+        what = f"the {node.op_type} {node.name!r}"
+        return _lib.made(pd, _lib.source_dest(desc.handle, desc.handle), what)
 
     def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
         x, out = inputs[0], outs[0]
@@ -93,14 +90,8 @@ def bind_unary(node: Node) -> BoundNode:
             return
         if not x.flags.c_contiguous:
             x = np.ascontiguousarray(x)
-        try:
-            primitive = primitives[count]
-        except KeyError:
-            primitive = primitives[count] = make(count)
-        if primitive is None:
-            fallback(inputs, outs)
-            return
-        primitive.run((_lib.pointer(x), _lib.pointer(out)))
+        primitive = primitives.get_or_make(count, lambda: make(count))
+        fallback.or_run(primitive, x, out, inputs, outs)
 
     def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
         x = inputs[0]
@@ -127,7 +118,7 @@ def check_softmax(node: Node) -> bool:
 def bind_softmax(node: Node) -> BoundNode:
     """One softmax primitive per input shape over the node's axis, in place when the
     step is."""
-    primitives: dict[tuple[int, ...], Optional[_lib.Primitive]] = _lib.ShapeCache()
+    primitives = _lib.ShapeCache()
     fallback = _Fallback(node)
 
     def make(shape: tuple[int, ...], axis: int) -> Optional[_lib.Primitive]:
@@ -136,11 +127,8 @@ def bind_softmax(node: Node) -> BoundNode:
             pd = _lib.softmax(desc, desc, axis)
         except UnsupportedOpError:
             return None
-        try:
-            return _lib.Primitive(pd, [(_lib.ARG_SRC, desc.handle), (_lib.ARG_DST, desc.handle)],
-                                  f"the {node.op_type} {node.name!r}")
-        finally:
-            _lib.destroy(pd)
+        what = f"the {node.op_type} {node.name!r}"
+        return _lib.made(pd, _lib.source_dest(desc.handle, desc.handle), what)
 
     def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
         x, out = inputs[0], outs[0]
@@ -152,14 +140,8 @@ def bind_softmax(node: Node) -> BoundNode:
             x = np.ascontiguousarray(x)
         axis = int(node.attrs["axis"])
         axis = axis + x.ndim if axis < 0 else axis
-        try:
-            primitive = primitives[x.shape]
-        except KeyError:
-            primitive = primitives[x.shape] = make(x.shape, axis)
-        if primitive is None:
-            fallback(inputs, outs)
-            return
-        primitive.run((_lib.pointer(x), _lib.pointer(out)))
+        primitive = primitives.get_or_make(x.shape, lambda: make(x.shape, axis))
+        fallback.or_run(primitive, x, out, inputs, outs)
 
     def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
         x = inputs[0]

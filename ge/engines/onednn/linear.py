@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 
@@ -140,13 +140,13 @@ def _bind_weighted(node: Node) -> BoundNode:
     bias_given = node.op_type == "MatMulBiasAdd" and bias is None
     bias_desc = _lib.Desc([1, columns], [columns, 1]) \
         if bias is not None or bias_given else None
-    primitives: dict[tuple[Any, ...], Optional[_lib.Primitive]] = _lib.ShapeCache()
+    primitives = _lib.ShapeCache()
     packer = _lib.Packed(matrix)
     fallback = _Fallback(node)
 
     def make(rows: np.ndarray, out: np.ndarray) -> Optional[_lib.Primitive]:
         source, dest = _lib.Desc.of(rows), _lib.Desc.of(out)
-        operands = [(_lib.ARG_SRC, source.handle), (_lib.ARG_DST, dest.handle)]
+        operands = _lib.source_dest(source.handle, dest.handle)
         if bias_given and bias_desc is not None:
             operands.append((_lib.ARG_BIAS, bias_desc.handle))
         try:
@@ -169,10 +169,7 @@ def _bind_weighted(node: Node) -> BoundNode:
         rows = x.reshape(-1, x.shape[-1])  # a copy only when the input's strides demand it
         flat = out.reshape(-1, columns)
         key = (rows.shape, rows.strides)
-        try:
-            primitive = primitives[key]
-        except KeyError:
-            primitive = primitives[key] = make(rows, flat)
+        primitive = primitives.get_or_make(key, lambda: make(rows, flat))
         if primitive is None:
             fallback(inputs, outs)
             return
@@ -201,7 +198,7 @@ def _bind_batched(node: Node) -> BoundNode:
     """``MatMul`` of two computed operands of rank >= 2: one batched matmul primitive per
     pair of shapes and strides; the operand of lower rank gains leading axes of 1."""
     _, transpose_b = _transposes(node)
-    primitives: dict[tuple[Any, ...], Optional[_lib.Primitive]] = _lib.ShapeCache()
+    primitives = _lib.ShapeCache()
     fallback = _Fallback(node)
 
     def make(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> Optional[_lib.Primitive]:
@@ -212,10 +209,7 @@ def _bind_batched(node: Node) -> BoundNode:
             pd, _ = _lib.matmul(source, weights, None, dest, None)
         except UnsupportedOpError:
             return None
-        try:
-            return _lib.Primitive(pd, operands, f"the product {node.name!r}")
-        finally:
-            _lib.destroy(pd)
+        return _lib.made(pd, operands, f"the product {node.name!r}")
 
     def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
         a, b, out = inputs[0], inputs[1], outs[0]
@@ -228,10 +222,7 @@ def _bind_batched(node: Node) -> BoundNode:
         a = a.reshape((1,) * (out.ndim - a.ndim) + a.shape)  # views: leading axes of 1
         b = b.reshape((1,) * (out.ndim - b.ndim) + b.shape)
         key = (a.shape, a.strides, b.shape, b.strides)
-        try:
-            primitive = primitives[key]
-        except KeyError:
-            primitive = primitives[key] = make(a, b, out)
+        primitive = primitives.get_or_make(key, lambda: make(a, b, out))
         if primitive is None:
             fallback(inputs, outs)
             return

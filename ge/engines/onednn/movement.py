@@ -128,7 +128,7 @@ def _repeats(node: Node, shape: tuple[int, ...]) -> Optional[list[int]]:
 
 
 def bind_resize(node: Node) -> BoundNode:
-    primitives: dict[tuple[int, ...], Any] = _lib.ShapeCache()
+    primitives = _lib.ShapeCache()
     fallback = _Fallback(node)
 
     def make(x: np.ndarray) -> Any:
@@ -151,8 +151,7 @@ def bind_resize(node: Node) -> BoundNode:
         except UnsupportedOpError:
             return None
         try:
-            primitive = _lib.Primitive(pd, [(_lib.ARG_SRC, source.handle),
-                                            (_lib.ARG_DST, dest.handle)],
+            primitive = _lib.Primitive(pd, _lib.source_dest(source.handle, dest.handle),
                                        f"the resize {node.name!r}")
         finally:
             _lib.destroy(pd)
@@ -163,10 +162,7 @@ def bind_resize(node: Node) -> BoundNode:
         assert x is not None
         if not x.flags.c_contiguous:
             x = np.ascontiguousarray(x)
-        try:
-            entry = primitives[x.shape]
-        except KeyError:
-            entry = primitives[x.shape] = make(x)
+        entry = primitives.get_or_make(x.shape, lambda: make(x))
         if entry is None or entry[1] != out.shape or not out.flags.c_contiguous:
             fallback(inputs, outs)
             return
@@ -204,7 +200,7 @@ def bind_transpose(node: Node) -> BoundNode:
     """One reorder per input shape: the input read through its axes permuted, written
     densely into the node's slot (the layout pass's NCHW <-> NHWC among others)."""
     perm = [int(p) for p in node.attrs["perm"]]
-    primitives: dict[tuple[Any, ...], Any] = _lib.ShapeCache()
+    primitives = _lib.ShapeCache()
     as_matrices = Transposer(perm)
 
     def make(x: np.ndarray) -> Any:
@@ -215,12 +211,8 @@ def bind_transpose(node: Node) -> BoundNode:
             pd = _lib.reorder_desc(source, dest)
         except UnsupportedOpError:
             return None
-        try:
-            return _lib.Primitive(pd, [(_lib.ARG_SRC, source.handle),
-                                       (_lib.ARG_DST, dest.handle)],
-                                  f"the transpose {node.name!r}")
-        finally:
-            _lib.destroy(pd)
+        what = f"the transpose {node.name!r}"
+        return _lib.made(pd, _lib.source_dest(source.handle, dest.handle), what)
 
     def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
         x, out = inputs[0], outs[0]
@@ -231,10 +223,7 @@ def bind_transpose(node: Node) -> BoundNode:
             np.copyto(out, x.transpose(perm))
             return
         key = (x.shape, x.strides)
-        try:
-            primitive = primitives[key]
-        except KeyError:
-            primitive = primitives[key] = make(x)
+        primitive = primitives.get_or_make(key, lambda: make(x))
         if primitive is None:
             np.copyto(out, x.transpose(perm))
             return
