@@ -115,6 +115,7 @@ def bind_attention(node: Node) -> BoundNode:
     has_mask = _present(node, 3)
     keys_read, values_read = _read(node, 1), _read(node, 2)
     plans = _lib.ShapeCache()
+    triangles = _lib.ShapeCache()  # the causal bias by (queries, keys)
     scratch = threading.local()
     fallback = _Fallback(node)
     what = f"the attention {node.name!r}"
@@ -183,10 +184,15 @@ def bind_attention(node: Node) -> BoundNode:
                 heads % k.shape[1] or 0 in q.shape or kv_len == 0:
             fallback(inputs, outs)
             return
-        bias = _additive(mask, causal, q_len, kv_len)
-        if bias is not None and np.isneginf(bias).all(axis=-1).any():
-            fallback(inputs, outs)
-            return
+        if mask is None:  # no bias, or the causal triangle (which hides no whole row)
+            bias = triangles.get_or_make((q_len, kv_len),
+                                         lambda: _additive(None, causal, q_len, kv_len))
+        else:
+            bias = _additive(mask, causal, q_len, kv_len)
+            assert bias is not None
+            if np.isneginf(bias).all(axis=-1).any():
+                fallback(inputs, outs)
+                return
         groups = heads // k.shape[1]
         if groups > 1:  # grouped-query: [B, Hkv, G, S, D] against [B, Hkv, 1, S, D]
             kv_heads_now = k.shape[1]

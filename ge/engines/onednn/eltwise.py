@@ -21,8 +21,8 @@ turns out small goes to the next engine's kernel as well.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Optional
+from collections.abc import Callable, Sequence
+from typing import Any, Optional
 
 import numpy as np
 
@@ -69,13 +69,26 @@ def check_unary(node: Node) -> bool:
 
 def bind_unary(node: Node) -> BoundNode:
     algorithm, alpha, beta = UNARY[node.op_type]
+
+    def make(shape: tuple[int, ...]) -> Any:
+        count = math.prod(shape)
+        desc = _lib.Desc([count], [1])  # elementwise: any shape is one flat vector
+        return _lib.eltwise(algorithm, desc, desc, alpha, beta), desc
+
+    return _same_shape(node, make)
+
+
+def _same_shape(node: Node, describe: Callable[[tuple[int, ...]], Any]) -> BoundNode:
+    """The binding of a one-input primitive whose output has the input's shape, in place
+    when the step is: ``describe(shape)`` gives its descriptor and the memory descriptor
+    of both operands; made once per shape, run on contiguous data of at least
+    ``SMALL_ELEMENTS`` values, the next engine's writer otherwise."""
     primitives = _lib.ShapeCache()
     fallback = _Fallback(node)
 
-    def make(count: int) -> Optional[_lib.Primitive]:
-        desc = _lib.Desc([count], [1])
+    def make(shape: tuple[int, ...]) -> Optional[_lib.Primitive]:
         try:
-            pd = _lib.eltwise(algorithm, desc, desc, alpha, beta)
+            pd, desc = describe(shape)
         except UnsupportedOpError:
             return None
         what = f"the {node.op_type} {node.name!r}"
@@ -84,13 +97,12 @@ def bind_unary(node: Node) -> BoundNode:
     def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
         x, out = inputs[0], outs[0]
         assert x is not None
-        count = out.size
-        if count < SMALL_ELEMENTS or not out.flags.c_contiguous or x.shape != out.shape:
+        if out.size < SMALL_ELEMENTS or not out.flags.c_contiguous or x.shape != out.shape:
             fallback(inputs, outs)
             return
         if not x.flags.c_contiguous:
             x = np.ascontiguousarray(x)
-        primitive = primitives.get_or_make(count, lambda: make(count))
+        primitive = primitives.get_or_make(x.shape, lambda: make(x.shape))
         fallback.or_run(primitive, x, out, inputs, outs)
 
     def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
@@ -116,41 +128,14 @@ def check_softmax(node: Node) -> bool:
 
 
 def bind_softmax(node: Node) -> BoundNode:
-    """One softmax primitive per input shape over the node's axis, in place when the
-    step is."""
-    primitives = _lib.ShapeCache()
-    fallback = _Fallback(node)
+    """One softmax primitive per input shape over its last axis, in place when the step
+    is."""
 
-    def make(shape: tuple[int, ...], axis: int) -> Optional[_lib.Primitive]:
+    def make(shape: tuple[int, ...]) -> Any:
         desc = _lib.Desc(list(shape), _contiguous_strides(shape))
-        try:
-            pd = _lib.softmax(desc, desc, axis)
-        except UnsupportedOpError:
-            return None
-        what = f"the {node.op_type} {node.name!r}"
-        return _lib.made(pd, _lib.source_dest(desc.handle, desc.handle), what)
+        return _lib.softmax(desc, desc, len(shape) - 1), desc
 
-    def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
-        x, out = inputs[0], outs[0]
-        assert x is not None
-        if out.size < SMALL_ELEMENTS or not out.flags.c_contiguous or x.shape != out.shape:
-            fallback(inputs, outs)
-            return
-        if not x.flags.c_contiguous:
-            x = np.ascontiguousarray(x)
-        axis = int(node.attrs["axis"])
-        axis = axis + x.ndim if axis < 0 else axis
-        primitive = primitives.get_or_make(x.shape, lambda: make(x.shape, axis))
-        fallback.or_run(primitive, x, out, inputs, outs)
-
-    def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
-        x = inputs[0]
-        assert x is not None
-        out = np.empty(x.shape, np.float32)
-        writer(inputs, [out])
-        return [out]
-
-    return BoundNode(kernel, writer)
+    return _same_shape(node, make)
 
 
 def _contiguous_strides(shape: Sequence[int]) -> list[int]:
