@@ -271,30 +271,54 @@ def check_pool(node: Node) -> bool:
 def bind_pool(node: Node) -> BoundNode:
     kh, kw = _pool_kernel(node) or (1, 1)
     window = resolve_window(node.attrs, bool(node.attrs.get("ceil_mode", False)))
-    nhwc = node.attrs["data_format"] is Format.NHWC
-    axes = _NCHW_OF_NHWC if nhwc else (0, 1, 2, 3)
     if node.op_type == "MaxPool":
         algorithm = _lib.POOL_MAX
     else:
         algorithm = (_lib.POOL_AVG_INCLUDE if node.attrs.get("count_include_pad")
                      else _lib.POOL_AVG_EXCLUDE)
-    primitives = _lib.ShapeCache()
-    fallback = _Fallback(node)
 
-    def make(x: np.ndarray, out: np.ndarray) -> Optional[_lib.Primitive]:
-        logical = [x.shape[a] for a in axes]
-        rows = plan_axis(window, 0, logical[2], kh)
-        cols = plan_axis(window, 1, logical[3], kw)
+    def geometry(height: int, width: int) -> Optional[_PoolGeometry]:
+        rows = plan_axis(window, 0, height, kh)
+        cols = plan_axis(window, 1, width, kw)
         if (rows.overhang or cols.overhang) and algorithm == _lib.POOL_AVG_INCLUDE:
             return None  # the overhang of a ceil-mode window is never counted
         # a ceil-mode window's overhang is padding that max and exclude-padding averages
         # ignore as they ignore the declared padding
-        begin = [rows.pad_begin, cols.pad_begin]
-        end = [rows.pad_end + rows.overhang, cols.pad_end + cols.overhang]
+        return _PoolGeometry((rows.output, cols.output), list(window.strides), [kh, kw],
+                             list(window.dilations), [rows.pad_begin, cols.pad_begin],
+                             [rows.pad_end + rows.overhang, cols.pad_end + cols.overhang])
+
+    return _pool_binding(node, algorithm, geometry)
+
+
+class _PoolGeometry:
+    """A pooling's output plane and oneDNN's window parameters for one input plane."""
+
+    __slots__ = ("plane", "strides", "kernel", "dilations", "begin", "end")
+
+    def __init__(self, plane: tuple[int, int], strides: list[int], kernel: list[int],
+                 dilations: list[int], begin: list[int], end: list[int]) -> None:
+        self.plane, self.strides, self.kernel = plane, strides, kernel
+        self.dilations, self.begin, self.end = dilations, begin, end
+
+
+def _pool_binding(node: Node, algorithm: int,
+                  geometry: Callable[[int, int], Optional[_PoolGeometry]]) -> BoundNode:
+    """A 2-D pooling node's binding (NHWC or NCHW): one primitive per input shape, the
+    window from ``geometry(height, width)`` (None: the next engine runs that shape)."""
+    nhwc = node.attrs["data_format"] is Format.NHWC
+    axes = _NCHW_OF_NHWC if nhwc else (0, 1, 2, 3)
+    primitives = _lib.ShapeCache()
+    fallback = _Fallback(node)
+
+    def make(x: np.ndarray, out: np.ndarray) -> Optional[_lib.Primitive]:
+        found = geometry(*(x.shape[a] for a in axes[2:]))
+        if found is None:
+            return None
         source, dest = _lib.Desc.of(x, axes=axes), _lib.Desc.of(out, axes=axes)
         try:
-            pd = _lib.pooling(algorithm, source, dest, list(window.strides), [kh, kw],
-                              list(window.dilations), begin, end)
+            pd = _lib.pooling(algorithm, source, dest, found.strides, found.kernel,
+                              found.dilations, found.begin, found.end)
         except UnsupportedOpError:
             return None
         what = f"the pooling {node.name!r}"
@@ -311,11 +335,12 @@ def bind_pool(node: Node) -> BoundNode:
     def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
         x = inputs[0]
         assert x is not None
-        logical = [x.shape[a] for a in axes]
-        rows = plan_axis(window, 0, logical[2], kh).output
-        cols = plan_axis(window, 1, logical[3], kw).output
-        shape = (logical[0], rows, cols, logical[1]) if nhwc else (logical[0], logical[1],
-                                                                   rows, cols)
+        batch, channels, height, width = (x.shape[a] for a in axes)
+        found = geometry(height, width)
+        if found is None:
+            return fallback.kernel(inputs)
+        rows, cols = found.plane
+        shape = (batch, rows, cols, channels) if nhwc else (batch, channels, rows, cols)
         out = np.empty(shape, np.float32)
         writer(inputs, [out])
         return [out]
@@ -333,40 +358,12 @@ def check_global_pool(node: Node) -> bool:
 
 
 def bind_global_pool(node: Node) -> BoundNode:
-    """One pooling primitive per input shape whose window is the whole plane."""
-    nhwc = node.attrs["data_format"] is Format.NHWC
-    axes = _NCHW_OF_NHWC if nhwc else (0, 1, 2, 3)
+    """A pooling whose window is the whole plane."""
     algorithm = _lib.POOL_MAX if node.op_type == "GlobalMaxPool" else _lib.POOL_AVG_EXCLUDE
-    primitives = _lib.ShapeCache()
-    fallback = _Fallback(node)
 
-    def make(x: np.ndarray, out: np.ndarray) -> Optional[_lib.Primitive]:
-        height, width = (x.shape[a] for a in axes[2:])
+    def geometry(height: int, width: int) -> Optional[_PoolGeometry]:
         if height * width == 0:
             return None
-        source, dest = _lib.Desc.of(x, axes=axes), _lib.Desc.of(out, axes=axes)
-        try:
-            pd = _lib.pooling(algorithm, source, dest, [1, 1], [height, width], [1, 1],
-                              [0, 0], [0, 0])
-        except UnsupportedOpError:
-            return None
-        what = f"the pooling {node.name!r}"
-        return _lib.made(pd, _lib.source_dest(source.handle, dest.handle), what)
+        return _PoolGeometry((1, 1), [1, 1], [height, width], [1, 1], [0, 0], [0, 0])
 
-    def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
-        x, out = inputs[0], outs[0]
-        assert x is not None
-        if not x.flags.c_contiguous:
-            x = np.ascontiguousarray(x)
-        primitive = primitives.get_or_make(x.shape, lambda: make(x, out))
-        fallback.or_run(primitive, x, out, inputs, outs)
-
-    def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
-        x = inputs[0]
-        assert x is not None
-        shape = (x.shape[0], 1, 1, x.shape[3]) if nhwc else (*x.shape[:2], 1, 1)
-        out = np.empty(shape, np.float32)
-        writer(inputs, [out])
-        return [out]
-
-    return BoundNode(kernel, writer)
+    return _pool_binding(node, algorithm, geometry)
