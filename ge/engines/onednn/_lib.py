@@ -259,6 +259,15 @@ class Desc:
         strides = [a.strides[axis] // a.itemsize for axis in order]
         return Desc([a.shape[axis] for axis in order] if dims is None else dims, strides)
 
+    @staticmethod
+    def dense(dims: Sequence[int]) -> "Desc":
+        """The descriptor of a C-contiguous float32 array of shape ``dims``."""
+        strides, step = [], 1
+        for dim in reversed(dims):
+            strides.append(step)
+            step *= max(int(dim), 1)
+        return Desc(list(dims), strides[::-1])
+
     def __del__(self) -> None:
         if self.handle:
             self._lib.dnnl_memory_desc_destroy(self.handle)

@@ -35,14 +35,6 @@ from ge.ops.nn_transpose import transpose_geometry
 __all__ = ["check_conv_transpose", "bind_conv_transpose"]
 
 
-def _dense(shape: Sequence[int]) -> list[int]:
-    strides, step = [], 1
-    for dim in reversed(shape):
-        strides.append(step)
-        step *= int(dim)
-    return strides[::-1]
-
-
 def _reorder(source_md: Any, dest_md: Any, what: str) -> _lib.Primitive:
     pd = _lib.reorder_desc_md(source_md, dest_md)
     return _lib.made(pd, _lib.source_dest(source_md, dest_md), what)
@@ -116,7 +108,7 @@ def bind_conv_transpose(node: Node) -> BoundNode:
             return None
         out_shape = (x.shape[0], out_per_group * group, *outputs)
         plain_in = _lib.Desc.of(x)
-        plain_out = _lib.Desc(list(out_shape), _dense(out_shape))
+        plain_out = _lib.Desc.dense(out_shape)
         bias_desc = None if bias is None else _lib.Desc([len(bias)], [1])
         what = f"the transposed convolution {node.name!r}"
         try:  # the layouts left to oneDNN: its NCHW deconvolution is a slow GEMM path

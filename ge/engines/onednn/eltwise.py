@@ -132,15 +132,7 @@ def bind_softmax(node: Node) -> BoundNode:
     is."""
 
     def make(shape: tuple[int, ...]) -> Any:
-        desc = _lib.Desc(list(shape), _contiguous_strides(shape))
+        desc = _lib.Desc.dense(shape)
         return _lib.softmax(desc, desc, len(shape) - 1), desc
 
     return _same_shape(node, make)
-
-
-def _contiguous_strides(shape: Sequence[int]) -> list[int]:
-    strides, step = [], 1
-    for dim in reversed(shape):
-        strides.append(step)
-        step *= max(int(dim), 1)
-    return strides[::-1]

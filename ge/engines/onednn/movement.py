@@ -142,10 +142,7 @@ def bind_resize(node: Node) -> BoundNode:
             dims += [size, ratio]
             strides += [stride // x.itemsize, 0]
         out_shape = tuple(size * ratio for size, ratio in zip(x.shape, repeats))
-        dense = [1] * len(dims)
-        for i in range(len(dims) - 2, -1, -1):
-            dense[i] = dense[i + 1] * dims[i + 1]
-        source, dest = _lib.Desc(dims, strides), _lib.Desc(dims, dense)
+        source, dest = _lib.Desc(dims, strides), _lib.Desc.dense(dims)
         try:
             pd = _lib.reorder_desc(source, dest)
         except UnsupportedOpError:
@@ -206,7 +203,7 @@ def bind_transpose(node: Node) -> BoundNode:
     def make(x: np.ndarray) -> Any:
         view = x.transpose(perm)
         source = _lib.Desc.of(view)
-        dest = _lib.Desc(list(view.shape), _dense(view.shape))
+        dest = _lib.Desc.dense(view.shape)
         try:
             pd = _lib.reorder_desc(source, dest)
         except UnsupportedOpError:
@@ -237,11 +234,3 @@ def bind_transpose(node: Node) -> BoundNode:
         return [out]
 
     return BoundNode(kernel, writer)
-
-
-def _dense(shape: Sequence[int]) -> list[int]:
-    strides, step = [], 1
-    for dim in reversed(shape):
-        strides.append(step)
-        step *= max(int(dim), 1)
-    return strides[::-1]
