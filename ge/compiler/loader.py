@@ -77,7 +77,8 @@ class Program:
     members: tuple[tuple[int, ...], ...] = ()
     #: slots whose kernels return memory of their engine's own: planned off the arena
     outside: frozenset[int] = frozenset()
-    #: some step's engine runs its own thread pool: runs keep BLAS to one thread
+    #: some step's engine runs its own thread pool and another's kernels may call BLAS:
+    #: runs keep BLAS to one thread, so that its spinning threads leave the pool's cores
     quiet_blas: bool = False
     _plans: OrderedDict[tuple[tuple[int, ...], ...], BoundPlan] = field(
         default_factory=OrderedDict)
@@ -220,7 +221,7 @@ def load(executable: Executable) -> Program:
     steps = []
     tasks = []
     outside: set[int] = set()
-    quiet_blas = False
+    pooled = unpooled = False
     for step in executable.steps:
         engine = get_engine(step.engine)
         node = nodes[step.node]
@@ -230,7 +231,13 @@ def load(executable: Executable) -> Program:
                           step.release))
         if bound.allocates:
             outside.update(step.outputs)
-        quiet_blas = quiet_blas or engine.owns_thread_pool
+        if engine.owns_thread_pool:
+            pooled = True
+        else:
+            unpooled = True
+    # BLAS is called only from the engines without a pool of their own; where every step
+    # runs on one, holding BLAS to one thread would cost a run two calls for nothing
+    quiet_blas = pooled and unpooled
     template: list[Optional[np.ndarray]] = [None] * executable.num_slots
     for slot, name in executable.constants.items():
         template[slot] = nodes[name].attrs["value"].numpy()
