@@ -476,3 +476,59 @@ def test_transpose(shape, perm):
     assert np.signbit(got.reshape(-1)[np.argmax(np.transpose(
         np.arange(x.size).reshape(shape), perm).reshape(-1) == 1)])
     assert declined("Transpose", [x[..., :2] if x.ndim > 1 else x], {"perm": list(perm)})
+
+
+def _layer_norm64(x: np.ndarray, scale: np.ndarray, bias: Optional[np.ndarray], axis: int,
+                  epsilon: float) -> np.ndarray:
+    """LayerNormalization in float64, written from the operator's definition."""
+    wide = x.astype(np.float64)
+    axes = tuple(range(axis % x.ndim, x.ndim))
+    centred = wide - wide.mean(axis=axes, keepdims=True)
+    deviation = np.sqrt((centred ** 2).mean(axis=axes, keepdims=True) + epsilon)
+    out = centred / deviation * scale
+    return out + bias if bias is not None else out
+
+
+@pytest.mark.parametrize("shape,axis,scale_shape,with_bias", [
+    ((1, 128, 256), -1, (256,), True),
+    ((3, 50, 768), 2, (768,), False),
+    ((2, 64, 8, 8), 1, (64, 8, 8), True),   # ConvNeXt-style: all but the batch axis
+    ((4, 32, 96), -2, (1, 96), True),       # a scale smaller than the normalized shape
+])
+def test_layer_normalization(shape, axis, scale_shape, with_bias):
+    x = (_f32(*shape) * 3 + 2).astype(np.float32)
+    scale = _f32(*scale_shape)
+    bias = _f32(*scale_shape) if with_bias else None
+    arrays = [x, scale, bias] if with_bias else [x, scale]
+    attrs = {"axis": axis, "epsilon": 1e-5}
+    check_on_onednn("LayerNormalization", arrays, attrs, const=(1, 2))
+    graph = _graph("LayerNormalization", arrays, attrs, const=(1, 2))
+    session = ge.Session(ge.compile(graph, opt_level=0, engines=["onednn", "numpy"]))
+    got = session.run({"x0": x})["op"]
+    want = _layer_norm64(x, scale, bias, axis, 1e-5)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-6)
+
+
+def test_layer_normalizations_the_engine_declines():
+    x, scale = _f32(2, 128, 64), _f32(64)
+    attrs = {"axis": -1, "epsilon": 1e-5}
+    assert not declined("LayerNormalization", [x, scale], attrs, const=(1,))
+    assert declined("LayerNormalization", [x, scale], attrs)  # a computed scale
+    assert declined("LayerNormalization", [x, scale, _f32(64)], attrs, const=(1,))
+    assert declined("LayerNormalization", [x[:1, :4], scale], attrs, const=(1,))  # small
+
+
+def test_a_layer_normalization_of_unknown_rows_runs_small_and_large_feeds():
+    graph = ge.Graph("dynamic")
+    x = create_node("Data", [], {"shape": [-1, 96]}, "x0", graph)
+    scale = create_node("Const", [], {"value": ge.Tensor(_f32(96))}, "s", graph)
+    graph.set_outputs([create_node("LayerNormalization", [x, scale], {"epsilon": 1e-5},
+                                   "op", graph)])
+    session = ge.Session(ge.compile(graph, opt_level=0, engines=["onednn", "numpy"]))
+    assert session.executable.engine_histogram() == {"onednn": 1}
+    weights = graph.node("s").attrs["value"].numpy()
+    for rows in (1, 512, 3):
+        feed = _f32(rows, 96)
+        np.testing.assert_allclose(session.run({"x0": feed})["op"],
+                                   _layer_norm64(feed, weights, None, -1, 1e-5),
+                                   rtol=1e-5, atol=2e-6, err_msg=str(rows))

@@ -30,12 +30,12 @@ import numpy as np
 from ge.errors import ExecutionError, UnsupportedOpError
 
 __all__ = ["library", "unavailable_reason", "version", "Primitive", "Desc", "PostOps",
-           "convolution", "pooling", "matmul", "softmax", "eltwise", "resampling_nearest",
+           "convolution", "pooling", "matmul", "softmax", "eltwise", "layer_normalization",
            "reorder", "reorder_desc", "reorder_desc_md", "Packed", "ShapeCache", "made",
            "source_dest", "pointer", "openmp_runtime",
            "F32", "ELTWISE", "POOL_MAX", "POOL_AVG_INCLUDE", "POOL_AVG_EXCLUDE", "BINARY_ADD",
            "ARG_SRC", "ARG_SRC_1", "ARG_DST", "ARG_WEIGHTS", "ARG_BIAS", "ARG_SCRATCHPAD",
-           "ARG_WORKSPACE", "post_op_arg"]
+           "ARG_WORKSPACE", "ARG_SCALE", "ARG_SHIFT", "post_op_arg"]
 
 LIBRARY_VARIABLE = "GE_ONEDNN_LIBRARY"
 
@@ -48,7 +48,8 @@ _FORWARD_INFERENCE = 96      # dnnl_forward_inference
 _CONVOLUTION_DIRECT = 1      # dnnl_convolution_direct
 _DECONVOLUTION_DIRECT = 0xa  # dnnl_deconvolution_direct
 _SOFTMAX_ACCURATE = 0x30000  # dnnl_softmax_accurate
-_RESAMPLING_NEAREST = 0x2fff0  # dnnl_resampling_nearest
+_USE_SCALE = 0x2             # dnnl_use_scale
+_USE_SHIFT = 0x4             # dnnl_use_shift
 _SCRATCHPAD_USER = 1         # dnnl_scratchpad_mode_user
 _QUERY_IMPL_INFO = 8         # dnnl_query_impl_info_str
 _QUERY_SRC_MD = 129
@@ -67,6 +68,7 @@ POOL_AVG_EXCLUDE = 0x3ff
 BINARY_ADD = 0x1fff0
 ARG_SRC, ARG_SRC_1, ARG_DST, ARG_WEIGHTS, ARG_BIAS = 1, 2, 17, 33, 41
 ARG_WORKSPACE, ARG_SCRATCHPAD = 64, 80
+ARG_SCALE, ARG_SHIFT = 51, 52
 
 
 def post_op_arg(index: int, arg: int) -> int:
@@ -120,8 +122,8 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "dnnl_eltwise_forward_primitive_desc_create": (
         ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int, _P, _P, ctypes.c_float,
                        ctypes.c_float, _P]),
-    "dnnl_resampling_forward_primitive_desc_create": (
-        ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int, _P, _P, _P, _P]),
+    "dnnl_layer_normalization_forward_primitive_desc_create": (
+        ctypes.c_int, [_P, _P, ctypes.c_int, _P, _P, _P, ctypes.c_float, ctypes.c_uint, _P]),
     "dnnl_softmax_forward_primitive_desc_create": (
         ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int, _P, _P, ctypes.c_int, _P]),
     "dnnl_reorder_primitive_desc_create": (ctypes.c_int, [_P, _P, _P, _P, _P, _P]),
@@ -605,18 +607,19 @@ def eltwise(algorithm: str, source: Desc, dest: Desc, alpha: float = 0.0,
     return pd
 
 
-def resampling_nearest(source: Desc, dest: Desc) -> Any:
-    """A forward-inference nearest-neighbour resampling's primitive descriptor (dims N, C,
-    spatial...; the factors are dest's sizes over source's): output index ``o`` reads
-    input index ``round((o + 0.5) / factor - 0.5)``."""
+def layer_normalization(source: Desc, dest: Desc, epsilon: float, shift: bool) -> Any:
+    """A forward-inference layer normalization's primitive descriptor over the last axis
+    of ``source``, with a scale (``ARG_SCALE``) and, when ``shift``, a bias
+    (``ARG_SHIFT``), each one float32 per column; source and dest may be one buffer."""
     lib = library()
     attr, _ = _attribute(None)
     pd = _P()
+    flags = _USE_SCALE | (_USE_SHIFT if shift else 0)
     try:
-        status = lib.dnnl_resampling_forward_primitive_desc_create(
-            ctypes.byref(pd), _state["engine"], _FORWARD_INFERENCE, _RESAMPLING_NEAREST, None,
-            source.handle, dest.handle, attr)
+        status = lib.dnnl_layer_normalization_forward_primitive_desc_create(
+            ctypes.byref(pd), _state["engine"], _FORWARD_INFERENCE, source.handle,
+            dest.handle, None, epsilon, flags, attr)
     finally:
         lib.dnnl_primitive_attr_destroy(attr)
-    _check(status, "the resampling")
+    _check(status, "the layer normalization")
     return pd
