@@ -532,3 +532,76 @@ def test_a_layer_normalization_of_unknown_rows_runs_small_and_large_feeds():
         np.testing.assert_allclose(session.run({"x0": feed})["op"],
                                    _layer_norm64(feed, weights, None, -1, 1e-5),
                                    rtol=1e-5, atol=2e-6, err_msg=str(rows))
+
+
+BINARY_REFERENCES = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply,
+                     "Div": np.divide}
+
+
+@pytest.mark.parametrize("op_type", sorted(BINARY_REFERENCES))
+@pytest.mark.parametrize("first,second", [
+    ((1, 64, 40, 40), (1, 64, 40, 40)),   # a residual
+    ((1, 64, 40, 40), (64, 1, 1)),        # a per-channel bias
+    ((2, 128, 256), (256,)),              # a row bias
+    ((1, 12, 64, 64), (1, 1, 1, 64)),     # an attention mask
+    ((2, 96, 128), (2, 96, 1)),           # a per-row statistic
+    ((1, 32, 32, 32), ()),                # a scalar
+    ((1, 64, 1, 1), (1, 64, 32, 32)),     # the first operand broadcasts
+])
+def test_binary_arithmetic_is_numpy_s_bit_for_bit(op_type, first, second):
+    a, b = _f32(*first), _f32(*second)
+    if op_type == "Div":
+        b = (np.abs(b) + 0.5).astype(np.float32)
+        b.reshape(-1)[:1] = 0.0  # a division by zero: inf or nan, as NumPy's
+    graph = _graph(op_type, [a, b], {})
+    executable = ge.compile(graph, opt_level=0, engines=["onednn", "numpy"])
+    assert executable.engine_histogram() == {"onednn": 1}
+    session = ge.Session(executable)
+    got = session.run({"x0": a, "x1": b})["op"]
+    with np.errstate(all="ignore"):
+        want = BINARY_REFERENCES[op_type](a, b)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(session.run({"x0": a, "x1": b})["op"], want)
+
+
+@pytest.mark.parametrize("op_type", ["Add", "Sub"])
+def test_binary_in_place_on_either_operand(op_type):
+    """Where the output may overwrite a dying operand, the result is still the
+    reference's: ``(x + 1) op (x * 2)`` with both inner results dying at the node."""
+    graph = ge.Graph("in_place")
+    x = create_node("Data", [], {"shape": [1, 64, 32, 32]}, "x", graph)
+    one = create_node("Const", [], {"value": ge.Tensor(np.float32(1.0))}, "one", graph)
+    two = create_node("Const", [], {"value": ge.Tensor(np.float32(2.0))}, "two", graph)
+    left = create_node("Add", [x, one], {}, "left", graph)
+    right = create_node("Mul", [x, two], {}, "right", graph)
+    graph.set_outputs([create_node(op_type, [left, right], {}, "op", graph)])
+    feed = _f32(1, 64, 32, 32)
+    got = ge.Session(ge.compile(graph, opt_level=0, engines=["onednn", "numpy"])).run(
+        {"x": feed})["op"]
+    want = BINARY_REFERENCES[op_type](feed + np.float32(1), feed * np.float32(2))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_binary_arithmetic_the_engine_declines():
+    a = _f32(4, 64, 64)
+    assert not declined("Add", [a, a], {})
+    assert declined("Add", [a[:1, :2], a[:1, :2]], {})  # small
+    assert declined("Add", [a.astype(np.float64), a.astype(np.float64)], {})
+
+
+@pytest.mark.parametrize("op_type", ["Add", "Mul", "Sub", "Div"])
+def test_a_binary_writer_given_its_second_operand_as_output(op_type):
+    """The writer's output may be either operand's buffer (an in-place step)."""
+    from ge.engines.onednn.binary import bind_binary
+
+    a, b = _f32(1, 64, 32, 32), (np.abs(_f32(1, 64, 32, 32)) + 0.5).astype(np.float32)
+    want = BINARY_REFERENCES[op_type](a, b)
+    node = next(n for n in _graph(op_type, [a, b], {}).nodes if n.name == "op")
+    writer = bind_binary(node).writer
+    assert writer is not None
+    first, second = a.copy(), b.copy()
+    writer([first, second], [second])
+    np.testing.assert_array_equal(second, want)
+    first, second = a.copy(), b.copy()
+    writer([first, second], [first])
+    np.testing.assert_array_equal(first, want)

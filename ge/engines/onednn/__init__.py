@@ -7,7 +7,8 @@ float32, NHWC or NCHW (``conv``); 2-D ``ConvTranspose`` (``deconv``);
 ``MatMul``/``MatMulBiasAdd``/``Gemm`` with a constant weight packed for its kernel, or
 two computed operands as a batched product (``linear``); scaled dot-product
 ``Attention`` (``attention``); on large arrays, unary activations such as ``Tanh``,
-``Exp`` and ``Sigmoid``, and ``Softmax`` (``eltwise``); ``LayerNormalization``
+``Exp`` and ``Sigmoid``, and ``Softmax`` (``eltwise``), and broadcasting ``Add``,
+``Sub``, ``Mul`` and ``Div`` (``binary``); ``LayerNormalization``
 (``norm``); and nearest ``Resize`` by
 whole-number factors and large ``Transpose`` as reorders (``movement``). It writes their
 outputs into the memory plan's arena. What it takes it runs for the cost of the kernel
@@ -41,10 +42,11 @@ _POOL_READY = False
 
 @functools.cache
 def _table() -> dict[str, tuple[Callable[[Node], bool], Callable[[Node], BoundNode]]]:
-    from ge.engines.onednn import attention, conv, deconv, eltwise, linear, movement, norm
+    from ge.engines.onednn import attention, binary, conv, deconv, eltwise, linear, movement, norm
 
     table = {op: (eltwise.check_unary, eltwise.bind_unary) for op in eltwise.UNARY}
     table["Softmax"] = (eltwise.check_softmax, eltwise.bind_softmax)
+    table.update({op: (binary.check_binary, binary.bind_binary) for op in binary.BINARY})
     table["LayerNormalization"] = (norm.check_layer_norm, norm.bind_layer_norm)
     table["Resize"] = (movement.check_resize, movement.bind_resize)
     table["Transpose"] = (movement.check_transpose, movement.bind_transpose)

@@ -34,6 +34,7 @@ __all__ = ["library", "unavailable_reason", "version", "Primitive", "Desc", "Pos
            "reorder", "reorder_desc", "reorder_desc_md", "Packed", "ShapeCache", "made",
            "source_dest", "pointer", "openmp_runtime",
            "F32", "ELTWISE", "POOL_MAX", "POOL_AVG_INCLUDE", "POOL_AVG_EXCLUDE", "BINARY_ADD",
+           "BINARY_MUL", "BINARY_DIV", "BINARY_SUB", "MAX_DIMS", "binary",
            "ARG_SRC", "ARG_SRC_1", "ARG_DST", "ARG_WEIGHTS", "ARG_BIAS", "ARG_SCRATCHPAD",
            "ARG_WORKSPACE", "ARG_SCALE", "ARG_SHIFT", "post_op_arg"]
 
@@ -65,7 +66,9 @@ ELTWISE = {"relu": 0x20, "tanh": 0x21, "elu": 0x22, "abs": 0x24, "sqrt": 0x25,
 POOL_MAX = 0x1ff
 POOL_AVG_INCLUDE = 0x2ff
 POOL_AVG_EXCLUDE = 0x3ff
-BINARY_ADD = 0x1fff0
+BINARY_ADD, BINARY_MUL, BINARY_DIV, BINARY_SUB = 0x1fff0, 0x1fff1, 0x1fff4, 0x1fff5
+#: the most dims a memory descriptor has (DNNL_MAX_NDIMS)
+MAX_DIMS = 12
 ARG_SRC, ARG_SRC_1, ARG_DST, ARG_WEIGHTS, ARG_BIAS = 1, 2, 17, 33, 41
 ARG_WORKSPACE, ARG_SCRATCHPAD = 64, 80
 ARG_SCALE, ARG_SHIFT = 51, 52
@@ -122,6 +125,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "dnnl_eltwise_forward_primitive_desc_create": (
         ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int, _P, _P, ctypes.c_float,
                        ctypes.c_float, _P]),
+    "dnnl_binary_primitive_desc_create": (ctypes.c_int, [_P, _P, ctypes.c_int, _P, _P, _P, _P]),
     "dnnl_layer_normalization_forward_primitive_desc_create": (
         ctypes.c_int, [_P, _P, ctypes.c_int, _P, _P, _P, ctypes.c_float, ctypes.c_uint, _P]),
     "dnnl_softmax_forward_primitive_desc_create": (
@@ -622,4 +626,20 @@ def layer_normalization(source: Desc, dest: Desc, epsilon: float, shift: bool) -
     finally:
         lib.dnnl_primitive_attr_destroy(attr)
     _check(status, "the layer normalization")
+    return pd
+
+
+def binary(algorithm: int, source: Desc, other: Desc, dest: Desc) -> Any:
+    """A binary primitive's descriptor: ``dest = source (op) other``, ``other``
+    broadcasting along its dims of size 1; dest may be source's buffer."""
+    lib = library()
+    attr, _ = _attribute(None)
+    pd = _P()
+    try:
+        status = lib.dnnl_binary_primitive_desc_create(
+            ctypes.byref(pd), _state["engine"], algorithm, source.handle, other.handle,
+            dest.handle, attr)
+    finally:
+        lib.dnnl_primitive_attr_destroy(attr)
+    _check(status, "the binary operation")
     return pd

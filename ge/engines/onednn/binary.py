@@ -1,0 +1,107 @@
+"""``Add``, ``Sub``, ``Mul`` and ``Div`` of float32 arrays as oneDNN binary primitives.
+
+The output has the first operand's shape; the second broadcasts into it (a residual, a
+per-channel bias, a squeeze-excite scale, a scalar). Where only the first operand is
+the broadcast one, ``Add`` and ``Mul`` swap their operands (bit for bit the same
+result); ``Sub`` and ``Div`` run on the next engine then. A primitive is made once per
+pair of input shapes and runs on the OpenMP pool; IEEE results, as NumPy's.
+
+Arrays under ``SMALL_ELEMENTS`` stay with the next engine, as for the activations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Optional
+
+import numpy as np
+
+from ge.engines.base import BoundNode
+from ge.engines.onednn import _lib
+from ge.engines.onednn.conv import _Fallback, _float32, _rank
+from ge.engines.onednn.eltwise import SMALL_ELEMENTS, _large
+from ge.errors import UnsupportedOpError
+from ge.ir import Node
+
+__all__ = ["BINARY", "check_binary", "bind_binary"]
+
+#: GE op -> (oneDNN algorithm, whether its operands commute)
+BINARY: dict[str, tuple[int, bool]] = {
+    "Add": (_lib.BINARY_ADD, True),
+    "Mul": (_lib.BINARY_MUL, True),
+    "Sub": (_lib.BINARY_SUB, False),
+    "Div": (_lib.BINARY_DIV, False),
+}
+
+
+def check_binary(node: Node) -> bool:
+    """True for a float32 two-operand arithmetic node not known to be small."""
+    if len(node.inputs) != 2 or any(v is None for v in node.inputs) \
+            or len(node.outputs) != 1 or not _float32(node, (0, 1)):
+        return False
+    if max(_rank(node, 0), _rank(node, 1)) > _lib.MAX_DIMS:
+        return False
+    return _large(node)
+
+
+def _broadcast_dims(shape: tuple[int, ...], into: tuple[int, ...]) -> Optional[list[int]]:
+    """``shape`` as oneDNN's src1 dims against ``into`` (ones prepended), or None where
+    it does not broadcast into ``into`` alone."""
+    if len(shape) > len(into):
+        return None
+    dims = [1] * (len(into) - len(shape)) + list(shape)
+    if any(d not in (1, full) for d, full in zip(dims, into)):
+        return None
+    return dims
+
+
+def bind_binary(node: Node) -> BoundNode:
+    algorithm, commutes = BINARY[node.op_type]
+    primitives = _lib.ShapeCache()
+    fallback = _Fallback(node)
+    what = f"the {node.op_type} {node.name!r}"
+
+    def make(first: tuple[int, ...], second: tuple[int, ...]) -> Optional[_lib.Primitive]:
+        dims = _broadcast_dims(second, first)
+        if dims is None:
+            return None
+        source, other = _lib.Desc.dense(first), _lib.Desc.dense(dims)
+        try:
+            pd = _lib.binary(algorithm, source, other, source)
+        except UnsupportedOpError:
+            return None
+        return _lib.made(pd, [(_lib.ARG_SRC, source.handle), (_lib.ARG_SRC_1, other.handle),
+                              (_lib.ARG_DST, source.handle)], what)
+
+    def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
+        a, b = inputs
+        out = outs[0]
+        assert a is not None and b is not None
+        if out.size < SMALL_ELEMENTS or not out.flags.c_contiguous:
+            fallback(inputs, outs)
+            return
+        if a.shape != out.shape or (out.ctypes.data == b.ctypes.data and b.size == out.size):
+            # the full operand must come first, and the output may overwrite only it
+            if not commutes or b.shape != out.shape:
+                fallback(inputs, outs)
+                return
+            a, b = b, a
+        if not a.flags.c_contiguous:
+            a = np.ascontiguousarray(a)
+        if not b.flags.c_contiguous:
+            b = np.ascontiguousarray(b)
+        first, second = a.shape, b.shape
+        primitive = primitives.get_or_make((first, second), lambda: make(first, second))
+        if primitive is None:
+            fallback(inputs, outs)
+            return
+        primitive.run((_lib.pointer(a), _lib.pointer(b), _lib.pointer(out)))
+
+    def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
+        a, b = inputs
+        assert a is not None and b is not None
+        out = np.empty(np.broadcast_shapes(a.shape, b.shape), np.float32)
+        writer(inputs, [out])
+        return [out]
+
+    return BoundNode(kernel, writer)
