@@ -474,3 +474,49 @@ def test_upsample_of_opset_1_names_its_scales_and_says_bilinear():
                                         scales=[1.0, 1.0, 2.0, 3.0])],
                       [tensor("x", FLOAT, ["batch", 3, 4, 5])], [tensor("y", FLOAT, None)], 7)
     assert_agree(old, {"x": X4}, reference)
+
+
+# -- shape-setting inputs an exporter computes ------------------------------------------
+
+@pytest.mark.parametrize("op_type", ["Pad", "Slice", "Unsqueeze", "ReduceSum", "Resize"])
+def test_a_shape_setting_input_computed_from_constants_and_shapes_fixes_the_shape(op_type):
+    """TorchScript's exporter computes reflect padding's pads (and slice bounds, axes,
+    sizes) from constants and ``Shape``: the output's shape is still known at import,
+    so a rank-changing ``If`` on it later folds (a Silero-style VAD once failed there)."""
+    x = tensor("x", FLOAT, [1, 4, 32])
+    width = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "two"], ["width"], axis=0),
+             helper.make_node("Div", ["width", "eight"], ["eighth"])]  # 4, from the shape
+    constants = [("two", np.array([2], np.int64)), ("eight", np.array([8], np.int64))]
+    if op_type == "Pad":
+        nodes = width + [
+            helper.make_node("ConstantOfShape", ["four"], ["zeros"],
+                             value=numpy_helper.from_array(np.array([0], np.int64))),
+            helper.make_node("Concat", ["zeros", "eighth", "zeros", "eighth"], ["pads"],
+                             axis=0),
+            helper.make_node("Pad", ["x", "pads"], ["y"], mode="reflect")]
+        constants += [("four", np.array([2], np.int64))]
+        want = [1, 4, 40]
+    elif op_type == "Slice":
+        nodes = width + [helper.make_node("Sub", ["width", "eighth"], ["end"]),
+                         helper.make_node("Slice", ["x", "eighth", "end", "two"], ["y"])]
+        want = [1, 4, 24]
+    elif op_type == "Unsqueeze":
+        nodes = width + [helper.make_node("Sub", ["eighth", "two"], ["axis"]),
+                         helper.make_node("Unsqueeze", ["x", "axis"], ["y"])]
+        want = [1, 4, 1, 32]
+    elif op_type == "ReduceSum":
+        nodes = width + [helper.make_node("Sub", ["eighth", "two"], ["axis"]),
+                         helper.make_node("ReduceSum", ["x", "axis"], ["y"], keepdims=0)]
+        want = [1, 4]
+    else:
+        nodes = width + [helper.make_node("Mul", ["width", "two"], ["wide"]),
+                         helper.make_node("Concat", ["lead", "wide"], ["sizes"], axis=0),
+                         helper.make_node("Resize", ["x", "", "", "sizes"], ["y"],
+                                          mode="nearest")]
+        constants += [("lead", np.array([1, 4], np.int64))]
+        want = [1, 4, 64]
+    proto = model(nodes, [x], [tensor("y", FLOAT, None)], initializers=constants)
+    graph = ge.parse_onnx(proto)
+    assert list(graph.outputs[0].shape) == want
+    assert_agree(proto, {"x": random(1, 4, 32)})

@@ -19,6 +19,7 @@ import onnx
 
 from ge.frontends.onnx.context import NodeContext, direct_translation, translator
 from ge.frontends.onnx.dtypes import from_onnx_dtype, to_onnx_dtype
+from ge.frontends.onnx.ops_tensor import constant_inputs
 from ge.ir import DataType, Value
 
 Outputs = Sequence[Optional[Value]]
@@ -60,9 +61,12 @@ def _legacy_resize(ctx: NodeContext, scales: Optional[Value]) -> Outputs:
 
 @translator("Resize")
 def resize(ctx: NodeContext) -> Outputs:
-    """``Resize``; opset 10 took (X, scales) and behaved as Upsample."""
+    """``Resize``; opset 10 took (X, scales) and behaved as Upsample; computable scales
+    and sizes become constant."""
     if ctx.opset < 11:
+        constant_inputs(ctx, [1])
         return _legacy_resize(ctx, ctx.input(1))
+    constant_inputs(ctx, [1, 2, 3])
     return direct_translation(ctx)
 
 
@@ -78,6 +82,7 @@ def upsample(ctx: NodeContext) -> Outputs:
         ratios = [1.0] * (x.rank - 2) + [ctx.attr("height_scale"), ctx.attr("width_scale")]
         scales = ctx.const(np.asarray(ratios, np.float32))
     else:
+        constant_inputs(ctx, [1])
         scales = ctx.input(1)
     return _legacy_resize(ctx, scales)
 

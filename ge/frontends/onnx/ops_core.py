@@ -21,6 +21,7 @@ import numpy as np
 
 from ge.frontends.onnx.context import NodeContext, direct_translation, translator
 from ge.frontends.onnx.dtypes import from_onnx_dtype
+from ge.frontends.onnx.ops_tensor import constant_inputs
 from ge.ir import Format, Tensor, Value
 from ge.ops.nn_window import onnx_pads
 
@@ -277,23 +278,29 @@ def _attribute_as_input(ctx: NodeContext, attribute: str, position: int,
 
 @translator("Squeeze", "Unsqueeze")
 def squeeze(ctx: NodeContext) -> Outputs:
-    """``Squeeze``/``Unsqueeze``; before opset 13 the axes were an attribute."""
+    """``Squeeze``/``Unsqueeze``; before opset 13 the axes were an attribute; computable
+    axes become constant."""
     _attribute_as_input(ctx, "axes", 1)
+    constant_inputs(ctx, [1])
     return direct_translation(ctx)
 
 
 @translator("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
             "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
 def reduce(ctx: NodeContext) -> Outputs:
-    """Reductions; before opset 18 (13 for ReduceSum) the axes were an attribute."""
+    """Reductions; before opset 18 (13 for ReduceSum) the axes were an attribute;
+    computable axes become constant."""
     _attribute_as_input(ctx, "axes", 1)
+    constant_inputs(ctx, [1])
     return direct_translation(ctx)
 
 
 @translator("Split")
 def split(ctx: NodeContext) -> Outputs:
-    """``Split``; before opset 13 the sizes were an attribute; without sizes, equal parts."""
+    """``Split``; before opset 13 the sizes were an attribute; without sizes, equal parts;
+    computable sizes become constant."""
     _attribute_as_input(ctx, "split", 1)
+    constant_inputs(ctx, [1])
     if ctx.input(1) is None and "num_outputs" not in ctx.attrs:
         ctx.attrs["num_outputs"] = ctx.num_outputs
     return direct_translation(ctx)
@@ -314,24 +321,29 @@ def clip(ctx: NodeContext) -> Outputs:
 
 @translator("Pad")
 def pad(ctx: NodeContext) -> Outputs:
-    """``Pad``; before opset 11 the pads and value were attributes."""
+    """``Pad``; before opset 11 the pads and value were attributes; computable pads,
+    value and axes become constant (an exporter computes reflect padding's pads from
+    shapes), so the output's shape is known."""
     x = ctx.input(0)
     assert x is not None
     if "pads" in ctx.attrs:
         pads = ctx.const(np.asarray(ctx.attrs.pop("pads"), np.int64))
         value = ctx.const(np.asarray(ctx.attrs.pop("value", 0.0), x.dtype.np_dtype))
         ctx.inputs = [x, pads, value]
+    constant_inputs(ctx, [1, 2, 3])
     return direct_translation(ctx)
 
 
 @translator("Slice")
 def slice_(ctx: NodeContext) -> Outputs:
-    """``Slice``; before opset 10 starts, ends and axes were attributes."""
+    """``Slice``; before opset 10 starts, ends and axes were attributes; computable starts,
+    ends, axes and steps become constant."""
     if "starts" in ctx.attrs:
         x = ctx.input(0)
         values = [ctx.const(np.asarray(ctx.attrs.pop(k), np.int64)) for k in ("starts", "ends")]
         axes = ctx.attrs.pop("axes", None)
         ctx.inputs = [x, *values] + ([ctx.const(np.asarray(axes, np.int64))] if axes else [])
+    constant_inputs(ctx, [1, 2, 3, 4])
     return direct_translation(ctx)
 
 

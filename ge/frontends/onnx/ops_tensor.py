@@ -28,7 +28,7 @@ from ge.ir.tensor import is_static, num_elements
 from ge.ops import Trait, get_schema
 from ge.ops.registry import const_value, run_kernel
 
-__all__ = ["known_value"]
+__all__ = ["known_value", "constant_inputs"]
 
 Outputs = Sequence[Optional[Value]]
 
@@ -85,7 +85,7 @@ def _known_arguments(op_type: str, inputs: Sequence[Optional[Value]],
     return arguments
 
 
-def _constant_inputs(ctx: NodeContext, positions: Sequence[int]) -> None:
+def constant_inputs(ctx: NodeContext, positions: Sequence[int]) -> None:
     """Replace the inputs at ``positions`` by constants where their values are known."""
     inputs = list(ctx.inputs)
     for position in positions:
@@ -101,28 +101,28 @@ def _constant_inputs(ctx: NodeContext, positions: Sequence[int]) -> None:
 @translator("Reshape", "Expand", "Tile")
 def shaped_by_input_1(ctx: NodeContext) -> Outputs:
     """``Reshape``/``Expand``/``Tile``: a computable shape or repeats input becomes constant."""
-    _constant_inputs(ctx, [1])
+    constant_inputs(ctx, [1])
     return direct_translation(ctx)
 
 
 @translator("ConstantOfShape")
 def constant_of_shape(ctx: NodeContext) -> Outputs:
     """``ConstantOfShape``: a computable shape input becomes constant."""
-    _constant_inputs(ctx, [0])
+    constant_inputs(ctx, [0])
     return direct_translation(ctx)
 
 
 @translator("Range")
 def range_(ctx: NodeContext) -> Outputs:
     """``Range``: computable bounds become constants, so the length is known."""
-    _constant_inputs(ctx, [0, 1, 2])
+    constant_inputs(ctx, [0, 1, 2])
     return direct_translation(ctx)
 
 
 @translator("OneHot", "CenterCropPad")
 def sized_by_input_1(ctx: NodeContext) -> Outputs:
     """``OneHot``/``CenterCropPad``: a computable depth or target shape becomes constant."""
-    _constant_inputs(ctx, [1])
+    constant_inputs(ctx, [1])
     return direct_translation(ctx)
 
 
@@ -147,5 +147,5 @@ def top_k(ctx: NodeContext) -> Outputs:
     if "k" in ctx.attrs:
         k = ctx.const(np.asarray([ctx.attrs.pop("k")], np.int64))
         ctx.inputs = [ctx.input(0), k]
-    _constant_inputs(ctx, [1])
+    constant_inputs(ctx, [1])
     return direct_translation(ctx)
