@@ -124,15 +124,26 @@ def _infer_if(ctx: InferenceContext) -> list[TensorDesc]:
                           doc="outer values the branches read, fed to their inputs in order")],
     outputs=("outputs",),
     attrs=[Attr("then_branch", AttrType.GRAPH, REQUIRED, doc="run when cond is true"),
-           Attr("else_branch", AttrType.GRAPH, REQUIRED, doc="run when cond is false")],
+           Attr("else_branch", AttrType.GRAPH, REQUIRED, doc="run when cond is false"),
+           Attr("then_error", AttrType.STRING, "",
+                doc="why then_branch cannot run (an imported branch that does not type "
+                    "check; it holds the other branch as a placeholder): taking it raises "
+                    "this at run time"),
+           Attr("else_error", AttrType.STRING, "", doc="as then_error, for else_branch")],
     infer=_infer_if,
     variadic_outputs=True,
     num_outputs=lambda ctx: len(ctx.attr("then_branch").outputs),
 )
 def if_kernel(cond: np.ndarray, *captured: np.ndarray, then_branch: Graph,
-              else_branch: Graph) -> tuple[np.ndarray, ...]:
+              else_branch: Graph, then_error: str = "",
+              else_error: str = "") -> tuple[np.ndarray, ...]:
     """outputs = then_branch(*captured) if cond else else_branch(*captured)."""
-    chosen = then_branch if bool(_scalar(cond, "If's cond")) else else_branch
+    taken = bool(_scalar(cond, "If's cond"))
+    error = then_error if taken else else_error
+    if error:
+        branch = "then_branch" if taken else "else_branch"
+        raise ExecutionError(f"the run took {branch}, which cannot run: {error}")
+    chosen = then_branch if taken else else_branch
     results = run_subgraph(chosen, captured)
     return tuple(_as_dtype(array, value.dtype)
                  for array, value in zip(results, then_branch.outputs))

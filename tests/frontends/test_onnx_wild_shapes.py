@@ -520,3 +520,42 @@ def test_a_shape_setting_input_computed_from_constants_and_shapes_fixes_the_shap
     graph = ge.parse_onnx(proto)
     assert list(graph.outputs[0].shape) == want
     assert_agree(proto, {"x": random(1, 4, 32)})
+
+
+def test_a_branch_that_cannot_type_check_fails_only_when_a_run_takes_it():
+    """What TorchScript's exporter writes for ``x.squeeze(1)`` with a dimension it could
+    not see: an If squeezing when the size is 1, else passing x on; an LSTM after it.
+    onnxruntime types the LSTM's input as of unknown rank and checks it when it runs;
+    GE moves the LSTM into both branches, where the else branch's is rank 4, so that
+    branch cannot type-check. It imports all the same, the live branch runs, and a run
+    that takes the dead one names the If and the LSTM, as onnxruntime fails then."""
+    rng = np.random.default_rng(3)
+    constants = [("w", (rng.standard_normal((1, 16, 8)) * 0.3).astype(np.float32)),
+                 ("r", (rng.standard_normal((1, 16, 4)) * 0.3).astype(np.float32)),
+                 ("one", np.array(1, np.int64)), ("axis", np.array([1], np.int64))]
+    then_branch = helper.make_graph([helper.make_node("Squeeze", ["x", "axis"], ["thin"])],
+                                    "then", [], [tensor("thin", FLOAT, None)])
+    else_branch = helper.make_graph([helper.make_node("Identity", ["x"], ["same"])],
+                                    "else", [], [tensor("same", FLOAT, None)])
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "one"], ["width"], axis=0),
+             helper.make_node("Equal", ["width", "one"], ["narrow"]),
+             helper.make_node("If", ["narrow"], ["squeezed"], name="choice",
+                              then_branch=then_branch, else_branch=else_branch),
+             helper.make_node("Unsqueeze", ["squeezed", "axis"], ["sequence"]),
+             helper.make_node("LSTM", ["sequence", "w", "r"], ["y"], hidden_size=4,
+                              name="cell")]
+    proto = model(nodes, [tensor("x", FLOAT, ["steps", "width", 8])],
+                  [tensor("y", FLOAT, None)], initializers=constants)
+    narrow, wide = random(5, 1, 8), random(5, 2, 8)
+    assert_agree(proto, {"x": narrow})
+    graph = ge.parse_onnx(proto)
+    session = ge.Session(ge.compile(graph))
+    with pytest.raises(ge.errors.ExecutionError, match="(?s)choice.*else_branch.*cell"):
+        session.run({"x": wide})
+    with pytest.raises(onnxruntime.capi.onnxruntime_pybind11_state.InvalidArgument):
+        onnxruntime_run(proto, {"x": wide})  # the same: at run time
+    assert_close(session.run({"x": narrow})["y"], onnxruntime_run(proto, {"x": narrow})[0],
+                 what="the session still runs")
+    with pytest.raises(ge.errors.UnsupportedOpError, match="choice"):
+        ge.export_onnx(graph)

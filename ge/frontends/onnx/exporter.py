@@ -452,6 +452,11 @@ def _plain_attrs(node: Node, skip: Sequence[str]) -> dict[str, Any]:
 
 @exporter("If")
 def _if(ctx: ExportContext, node: Node) -> None:
+    broken = [key for key in ("then_error", "else_error") if node.attrs.get(key)]
+    if broken:
+        raise UnsupportedOpError(f"If node {node.name!r}: its {broken[0][:4]}_branch did not "
+                                 f"import ({node.attrs[broken[0]]}); GE holds a placeholder "
+                                 f"for it, which has no ONNX form")
     captured = [ctx.name_of(v) for v in node.inputs[1:]]
     branches = {key: graph_proto(node.attrs[key], f"{node.name}_{key}", ctx, captured)
                 for key in ("then_branch", "else_branch")}

@@ -305,8 +305,13 @@ def if_(ctx: NodeContext) -> Outputs:
         key = "then_branch" if bool(known.reshape(-1)[0]) else "else_branch"
         graph, captured = _parse(ctx, key, [])
         return _inline(ctx, graph, captured)
-    then_graph, then_captured = _parse(ctx, "then_branch", [])
-    else_graph, else_captured = _parse(ctx, "else_branch", [])
+    then_parsed, then_error = _parse_or_defer(ctx, "then_branch")
+    else_parsed, else_error = _parse_or_defer(ctx, "else_branch")
+    if then_parsed is None and else_parsed is None:
+        raise ctx.unsupported(f"neither branch imports: {then_error}; {else_error}")
+    # a branch that did not import holds a copy of the other, never run (see if_kernel)
+    then_graph, then_captured = then_parsed or _placeholder(else_parsed)
+    else_graph, else_captured = else_parsed or _placeholder(then_parsed)
     union = list(then_captured)
     union += [v for v in else_captured if not any(v is seen for seen in union)]
     _align_captures(then_graph, then_captured, union)
@@ -322,8 +327,32 @@ def if_(ctx: NodeContext) -> Outputs:
                 f"which needs the graph's outputs to agree in rank", ctx.proto.name)
     if cond.dtype is not DataType.DT_BOOL:
         cond = ctx.value("Cast", [cond], {"dtype": DataType.DT_BOOL})
-    node = ctx.op("If", [cond, *union], {"then_branch": then_graph, "else_branch": else_graph})
+    attrs: dict[str, Any] = {"then_branch": then_graph, "else_branch": else_graph}
+    attrs.update({k: v for k, v in (("then_error", then_error), ("else_error", else_error))
+                  if v})
+    node = ctx.op("If", [cond, *union], attrs)
     return node.outputs
+
+
+def _parse_or_defer(ctx: NodeContext, key: str
+                    ) -> tuple[Optional[tuple[Graph, list[Value]]], str]:
+    """Branch ``key`` parsed, and ""; or, where it does not import (a shape or type it
+    cannot have, an op GE lacks), None and why: the error then waits for a run that
+    takes the branch, as in onnxruntime, which checks a branch only when it runs. A
+    model exported from a ``squeeze`` of a dimension the exporter could not see holds
+    such a branch (it would feed a rank-4 tensor to an LSTM, say)."""
+    try:
+        return _parse(ctx, key, []), ""
+    except RankChangingIf:
+        raise  # the parser rewrites the model and comes back
+    except GEError as error:
+        return None, f"ONNX If node {ctx.name!r}, {key}: {type(error).__name__}: {error}"
+
+
+def _placeholder(parsed: Optional[tuple[Graph, list[Value]]]) -> tuple[Graph, list[Value]]:
+    assert parsed is not None
+    graph, captured = parsed
+    return graph.clone(), list(captured)
 
 
 # -- Loop -------------------------------------------------------------------------------
