@@ -605,3 +605,30 @@ def test_a_binary_writer_given_its_second_operand_as_output(op_type):
     first, second = a.copy(), b.copy()
     writer([first, second], [first])
     np.testing.assert_array_equal(first, want)
+
+
+def test_a_broadcast_onednn_has_only_reference_code_for_runs_on_the_next_engine(
+        monkeypatch):
+    """[1, H, W, 1] into NHWC data (a mean over channels) is oneDNN's reference loop,
+    a hundred times NumPy's time: the writer leaves it to the next engine."""
+    from ge.engines.onednn import conv
+    from ge.engines.onednn.binary import bind_binary
+
+    handed: list[str] = []
+    original = conv._Fallback.__call__
+
+    def counting(self, inputs, outs):
+        handed.append(self.node.name)
+        original(self, inputs, outs)
+
+    monkeypatch.setattr(conv._Fallback, "__call__", counting)
+    for shape, expected in (((1, 40, 40, 1), ["op"]), ((1, 1, 1, 64), [])):
+        handed.clear()
+        a, b = _f32(1, 40, 40, 64), _f32(*shape)
+        node = next(n for n in _graph("Sub", [a, b], {}).nodes if n.name == "op")
+        writer = bind_binary(node).writer
+        assert writer is not None
+        out = np.empty_like(a)
+        writer([a, b], [out])
+        np.testing.assert_array_equal(out, a - b)
+        assert handed == expected, shape
