@@ -31,9 +31,11 @@ ALLOWED: dict[str, set[str]] = {
 # Modules allowed more than their room, named by path under ``ge/``. ``partition`` plans
 # from graphs alone; only its runner compiles and runs the partitions (importing the
 # compiler and the session when called), as ``distributed`` does, and only its
-# visualizer draws (through ``viz``).
+# visualizer draws (through ``viz``). The NumPy engine's ``If`` compiles each branch and
+# runs it in a session of its own, importing both when a branch first runs.
 MODULE_EXTRAS: dict[str, set[str]] = {
     "partition/runner.py": {"compiler", "session"},
+    "engines/numpy/control.py": {"compiler", "session"},
     "partition/visualizer.py": {"viz"},
 }
 

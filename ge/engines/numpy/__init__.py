@@ -13,7 +13,7 @@ from typing import Optional
 import numpy as np
 
 from ge.engines.base import BoundKernel, Engine, WritingKernel, register_engine
-from ge.engines.numpy import writers
+from ge.engines.numpy import control, writers
 from ge.ir import Node
 from ge.ops.registry import get_schema, has_op
 
@@ -30,7 +30,10 @@ class NumpyEngine(Engine):
         return has_op(node.op_type) and node.op_type != "Data"
 
     def bind(self, node: Node) -> BoundKernel:
-        """The reference kernel with the node's attributes bound."""
+        """The reference kernel with the node's attributes bound (``If``: its branches
+        compiled, see ``control``)."""
+        if node.op_type == "If":
+            return control.bind_if(node)
         kernel = get_schema(node.op_type).kernel
         attrs = dict(node.attrs)
 

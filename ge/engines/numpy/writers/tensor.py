@@ -85,6 +85,67 @@ def _concat(node: Node) -> Optional[WritingKernel]:
     return run
 
 
+@_writes("Pad")
+def _pad(node: Node) -> Optional[WritingKernel]:
+    """x (cropped where a pad is negative) copied into out's interior, then each padded
+    axis's borders filled in place, axis by axis as ``np.pad`` does (so corners take
+    the later axes' rule): the constant, the edge cell, the mirrored cells (reflect) or
+    the far end (wrap). ``np.pad`` costs 20-40 us of bookkeeping on any array; this is a
+    few slice copies. A reflect or wrap wider than its axis goes to ``np.pad``."""
+    mode = node.attrs["mode"]
+
+    def run(inputs: Inputs, outs: Outs) -> None:
+        x, out = _array(inputs, 0), outs[0]
+        pads, axes = _array(inputs, 1), inputs[3] if len(inputs) > 3 else None
+        chosen = list(range(x.ndim)) if axes is None else \
+            normalize_axes([int(v) for v in axes.reshape(-1)], x.ndim)
+        amounts = [int(v) for v in pads.reshape(-1)]
+        widths = [(0, 0)] * x.ndim
+        crop: list[slice] = [slice(None)] * x.ndim
+        for position, axis in enumerate(chosen):
+            begin, end = amounts[position], amounts[position + len(chosen)]
+            crop[axis] = slice(max(-begin, 0), x.shape[axis] - max(-end, 0))
+            widths[axis] = (max(begin, 0), max(end, 0))
+        x = x[tuple(crop)]
+        limit = 1 if mode == "reflect" else 0
+        if mode in ("reflect", "wrap") and any(
+                max(b, e) > x.shape[axis] - limit for axis, (b, e) in enumerate(widths)):
+            np.copyto(out, np.pad(x, widths, mode=mode))
+            return
+        interior = tuple(slice(b, b + n) for (b, _), n in zip(widths, x.shape))
+        out[interior] = x
+        fill = None
+        if mode == "constant":
+            given = inputs[2] if len(inputs) > 2 else None
+            fill = out.dtype.type(0) if given is None or given.size == 0 \
+                else given.reshape(-1)[0]
+        for axis, (begin, end) in enumerate(widths):
+            if not (begin or end):
+                continue
+            size = x.shape[axis]
+
+            def at(part: slice, axis: int = axis) -> tuple[slice, ...]:
+                return (slice(None),) * axis + (part,)
+
+            last = begin + size  # one past the interior
+            if mode == "constant":
+                out[at(slice(0, begin))] = fill
+                out[at(slice(last, last + end))] = fill
+            elif mode == "edge":
+                out[at(slice(0, begin))] = out[at(slice(begin, begin + 1))]
+                out[at(slice(last, last + end))] = out[at(slice(last - 1, last))]
+            elif mode == "reflect":
+                out[at(slice(0, begin))] = out[at(slice(2 * begin, begin, -1))]
+                stop = last - 2 - end
+                out[at(slice(last, last + end))] = \
+                    out[at(slice(last - 2, stop if stop >= 0 else None, -1))]
+            else:  # wrap
+                out[at(slice(0, begin))] = out[at(slice(last - begin, last))]
+                out[at(slice(last, last + end))] = out[at(slice(begin, begin + end))]
+
+    return run
+
+
 @_writes("Gather")
 def _gather(node: Node) -> Optional[WritingKernel]:
     """``take(x, indices, axis, out=out)``; negative indices count from the end."""
