@@ -576,3 +576,25 @@ def _silent_floating_point():
     """The runtime calls writers with floating-point warnings silenced; so do these tests."""
     with np.errstate(all="ignore"):
         yield
+
+
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "wrap"])
+@pytest.mark.parametrize("shape,pads,axes", [
+    ((1, 1, 512), [0, 0, 64, 0, 0, 64], None),          # a VAD's reflect before its STFT
+    ((2, 3, 5, 7), [0, 0, 1, 2, 0, 0, 3, 1], None),      # corners, uneven sides
+    ((2, 3, 5, 7), [0, 1, -1, 2, 0, 0, 2, -2], None),    # negative pads crop
+    ((4, 6), [3, 0, 0, 5], None),                        # the widest reflect, no end pad
+    ((3, 4, 5), [2, 1, 1, 2], [2, -3]),                  # chosen axes
+])
+def test_pad(mode: str, shape: tuple[int, ...], pads: list[int],
+             axes: Optional[list[int]]) -> None:
+    arrays: list[Optional[np.ndarray]] = [sample(shape, seed=5), np.array(pads, np.int64)]
+    arrays.append(np.array(1.5, np.float32) if mode == "constant" else None)
+    if axes is not None:
+        arrays.append(np.array(axes, np.int64))
+    check("Pad", arrays, {"mode": mode}, const=(1, 2, 3))
+
+
+def test_a_wrap_wider_than_its_axis() -> None:
+    check("Pad", [sample((2, 3), seed=6), np.array([5, 0, 7, 1], np.int64)], {"mode": "wrap"},
+          const=(1,))
