@@ -361,17 +361,25 @@ def slice_kernel(x: np.ndarray, starts: np.ndarray, ends: np.ndarray,
                  axes: Optional[np.ndarray] = None,
                  steps: Optional[np.ndarray] = None) -> np.ndarray:
     """y = x[starts:ends:steps] on ``axes`` (default the first ones), clamped as ONNX does."""
+    return x[slice_index(x.shape, starts, ends, axes, steps)]
+
+
+def slice_index(shape: Sequence[int], starts: np.ndarray, ends: np.ndarray,
+                axes: Optional[np.ndarray] = None,
+                steps: Optional[np.ndarray] = None) -> tuple[slice, ...]:
+    """The NumPy index of ``Slice`` over an array of ``shape``."""
     begin = [int(v) for v in starts.reshape(-1)]
     finish = [int(v) for v in ends.reshape(-1)]
     chosen = list(range(len(begin))) if axes is None else [int(v) for v in axes.reshape(-1)]
     strides = [1] * len(begin) if steps is None else [int(v) for v in steps.reshape(-1)]
     if not len(begin) == len(finish) == len(chosen) == len(strides):
         raise ValueError("starts, ends, axes and steps must have one length")
-    index = [slice(None)] * x.ndim
-    for axis, start, end, step in zip(normalize_axes(chosen, x.ndim), begin, finish, strides):
-        start, end, _ = _slice_bounds(x.shape[axis], start, end, step)
+    index = [slice(None)] * len(shape)
+    for axis, start, end, step in zip(normalize_axes(chosen, len(shape)), begin, finish,
+                                      strides):
+        start, end, _ = _slice_bounds(shape[axis], start, end, step)
         index[axis] = slice(start, None if end < 0 else end, step)
-    return x[tuple(index)]
+    return tuple(index)
 
 
 # -- Gather -----------------------------------------------------------------------------

@@ -598,3 +598,32 @@ def test_pad(mode: str, shape: tuple[int, ...], pads: list[int],
 def test_a_wrap_wider_than_its_axis() -> None:
     check("Pad", [sample((2, 3), seed=6), np.array([5, 0, 7, 1], np.int64)], {"mode": "wrap"},
           const=(1,))
+
+
+@pytest.mark.parametrize("starts,ends,axes,steps", [
+    ([0], [129], [1], None),                       # the first half of an STFT's bins
+    ([129], [2 ** 62], [1], None),                 # to the end, clamped
+    ([-1, 0], [-1000, 3], [2, 0], [-1, 2]),        # backwards, and every other row
+    ([1, 1, 1], [-1, -1, -1], None, None),         # default axes, negative ends
+    ([5], [2], [-1], None),                        # empty
+])
+def test_slice(starts: list[int], ends: list[int], axes: Optional[list[int]],
+               steps: Optional[list[int]]) -> None:
+    x = sample((4, 258, 6), seed=7)
+    arrays: list[Optional[np.ndarray]] = [x, np.array(starts, np.int64),
+                                          np.array(ends, np.int64)]
+    arrays.append(None if axes is None else np.array(axes, np.int64))
+    arrays.append(None if steps is None else np.array(steps, np.int64))
+    check("Slice", arrays, const=(1, 2, 3, 4))
+
+
+def test_a_slice_writer_fed_new_bounds_each_run() -> None:
+    """The index kept per shape and bounds: other bounds, or another shape, recompute it."""
+    x = sample((6, 8), seed=8)
+    node = node_for("Slice", [x, np.array([0]), np.array([3]), np.array([1])])
+    writer = writers.writer_for(node)
+    assert writer is not None
+    for start, stop, source in ((0, 3, x), (2, 5, x), (0, 3, x[:, ::-1].copy())):
+        out = np.empty((6, 3), np.float32)
+        writer([source, np.array([start]), np.array([stop]), np.array([1])], [out])
+        np.testing.assert_array_equal(out, source[:, start:stop])

@@ -21,6 +21,7 @@ from ge.engines.transpose import Transposer
 from ge.ir import Node
 from ge.ops.fused_matmul import gelu_erf
 from ge.ops.shape_utils import normalize_axes, normalize_axis
+from ge.ops.tensor_ops import slice_index
 
 # -- plumbing ---------------------------------------------------------------------------
 
@@ -81,6 +82,27 @@ def _concat(node: Node) -> Optional[WritingKernel]:
 
     def run(inputs: Inputs, outs: Outs) -> None:
         np.concatenate([a for a in inputs if a is not None], axis=axis, out=outs[0])
+
+    return run
+
+
+@_writes("Slice")
+def _slice(node: Node) -> Optional[WritingKernel]:
+    """x's slice copied into out; the index is computed once per input shape and bounds
+    (the clamping costs about 3 us of Python a call)."""
+    indices: dict[tuple[Any, ...], tuple[slice, ...]] = {}
+
+    def run(inputs: Inputs, outs: Outs) -> None:
+        x = _array(inputs, 0)
+        key = (x.shape, *(None if v is None else v.tobytes() for v in inputs[1:]))
+        index = indices.get(key)
+        if index is None:
+            axes = inputs[3] if len(inputs) > 3 else None
+            steps = inputs[4] if len(inputs) > 4 else None
+            index = slice_index(x.shape, _array(inputs, 1), _array(inputs, 2), axes, steps)
+            if len(indices) < 16:
+                indices[key] = index
+        np.copyto(outs[0], x[index])
 
     return run
 
