@@ -21,13 +21,18 @@ Conv2D, FusedConv2D, ConvBNReLU, MaxPool, AvgPool, GlobalAveragePool, GlobalMaxP
 FusedBatchNorm, BiasAdd; on 4-D data) change ``data_format`` and reorder their 4-value
 window attributes; constant filters are transposed once, at compile time
 (OIHW -> HWIO); elementwise ops pass the layout through (their constants are transposed,
-scalars kept). Transposes go only at the region's ends, one per value that enters or
-leaves it, each recorded in the report with the reason; a Transpose already in the graph
-that a region end would undo is cancelled instead.
+scalars kept), and so do ``Concat``, ``Split``, ``Slice`` and ``Resize`` on 4-D data,
+with their axis (or constant axes, per-axis scales, sizes and region) renumbered: a
+detector's neck (upsample, concat, split) stays channels-last instead of leaving the
+region and coming back through two transposes. Transposes go only at the region's
+ends, one per value that enters or leaves it, each recorded in the report with the
+reason; a Transpose already in the graph that a region end would undo is cancelled
+instead.
 
 Refuses (leaves in place): regions without a convolution, ops with 4-value window
-attributes that are not 1 on the batch and channel axes, and elementwise ops with an
-input of another rank that is neither a constant nor a scalar.
+attributes that are not 1 on the batch and channel axes, elementwise ops with an
+input of another rank that is neither a constant nor a scalar, and a ``Slice`` or
+``Resize`` whose axes, scales or sizes are computed at run time.
 """
 
 from __future__ import annotations
@@ -35,7 +40,9 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
+
+import numpy as np
 
 from ge.ir import Format, Graph, Node, Tensor, Value
 from ge.ir.tensor import transposed_copy
@@ -140,10 +147,51 @@ def _is_elementwise_member(node: Node) -> bool:
     return _broadcasts_to_output(node)
 
 
+#: ops that carry the layout through an axis argument (a region member: its axis, its
+#: constant axes or per-axis scales, are renumbered) -> the input slots holding data
+_AXIS_OPS: dict[str, Optional[tuple[int, ...]]] = {
+    "Concat": None, "Split": (0,), "Slice": (0,), "Resize": (0,)}
+
+
+def _constant_ints(node: Node, index: int) -> Optional[list[int]]:
+    value = node.inputs[index] if index < len(node.inputs) else None
+    data = None if value is None else const_value(value)
+    return None if data is None else [int(v) for v in data.reshape(-1)]
+
+
+def _is_axis_member(node: Node) -> bool:
+    """A 4-D ``Concat``, ``Split``, ``Slice`` or ``Resize`` whose axes (or per-axis
+    scales, sizes and region) are attributes or constants, so they can be renumbered."""
+    if node.op_type not in _AXIS_OPS or not has_op(node.op_type):
+        return False
+    if any(value.rank != 4 for value in node.outputs):
+        return False
+    slots = _AXIS_OPS[node.op_type]
+    data = [node.inputs[i] for i in (range(len(node.inputs)) if slots is None else slots)]
+    if any(value is None or value.rank != 4 for value in data):
+        return False
+    if node.op_type == "Slice":
+        axes = _constant_ints(node, 3)
+        return axes is not None and all(-4 <= a < 4 for a in axes)
+    if node.op_type == "Resize":
+        if node.attrs.get("axes") is not None:
+            return False
+        for index in (1, 2, 3):
+            value = node.inputs[index] if index < len(node.inputs) else None
+            if value is not None and const_value(value) is None:
+                return False
+        values = [const_value(v) for v in node.inputs[1:4] if v is not None]
+        return all(v is not None and v.size in (0, 4, 8) for v in values)
+    return True
+
+
 def _layout_slots(node: Node) -> Sequence[int]:
     """The input slots of a region member that read data in the member's layout."""
     spec = layout_role(node.op_type)
-    return spec.activations if spec is not None else range(len(node.inputs))
+    if spec is not None:
+        return spec.activations
+    slots = _AXIS_OPS.get(node.op_type)
+    return slots if slots is not None else range(len(node.inputs))
 
 
 def _activation_inputs(node: Node) -> list[tuple[int, Value]]:
@@ -160,7 +208,8 @@ def _find_regions(graph: Graph, change: LayoutChange) -> list[list[Node]]:
     """Connected sets of layout ops (and elementwise ops between them), topologically."""
     order = graph.topological_order()
     position = {id(node): index for index, node in enumerate(order)}
-    member = {id(n): (_is_layout_op(n, change) or _is_elementwise_member(n)) for n in order}
+    member = {id(n): (_is_layout_op(n, change) or _is_elementwise_member(n)
+                      or _is_axis_member(n)) for n in order}
     seen: set[int] = set()
     regions: list[list[Node]] = []
     for seed in order:
@@ -222,6 +271,8 @@ class _Converter:
         spec = layout_role(node.op_type)
         if spec is not None:
             self._convert_layout_attrs(node, spec)
+        elif node.op_type in _AXIS_OPS:
+            self._convert_axes(node)
         for value in node.outputs:
             value.shape = tuple(value.shape[axis] for axis in change.to_target)
             value.format = change.target
@@ -245,6 +296,33 @@ class _Converter:
             node.replace_input_with(spec.filter, self._constant(weights, "filter"))
             current = target_format
         node.attrs["filter_format"] = current
+
+    def _convert_axes(self, node: Node) -> None:
+        """Renumber an axis member's axis (``Concat``, ``Split``), constant axes
+        (``Slice``) or per-axis scales, sizes and region (``Resize``)."""
+        target = list(self.change.to_target)
+        if node.op_type in ("Concat", "Split"):
+            node.attrs["axis"] = target.index(int(node.attrs["axis"]) % 4)
+        elif node.op_type == "Slice":
+            axes = _constant_ints(node, 3)
+            assert axes is not None
+            node.replace_input_with(3, self._array([target.index(a % 4) for a in axes],
+                                                   node, "axes", np.int64))
+        else:
+            for index in (1, 2, 3):
+                value = node.inputs[index] if index < len(node.inputs) else None
+                data = None if value is None else const_value(value)
+                if data is None or data.size == 0:
+                    continue
+                halves = data.reshape(-1, 4)[:, target].reshape(-1)
+                node.replace_input_with(index, self._array(halves, node, "axes", data.dtype))
+
+    def _array(self, values: Any, node: Node, what: str, dtype: Any) -> Value:
+        array = np.array(values, dtype=dtype)
+        array.setflags(write=False)
+        name = self.graph.unique_name(f"{node.name}/{what}_{self.change.target.value.lower()}")
+        return create_node("Const", [], {"value": Tensor.wrap(array)}, name,
+                           self.graph).outputs[0]
 
     def _constant(self, value: Value, kind: str) -> Value:
         """``value`` (a constant) transposed once: a filter, or data broadcast to 4-D."""

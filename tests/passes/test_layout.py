@@ -311,3 +311,50 @@ def test_a_folded_batch_norm_and_the_filter_transposition_are_one_pass_over_the_
     got = ge.Session(executable).run(feeds)
     assert not tensor.is_pending
     assert_close(got["out"], want["out"], accumulate=True)
+
+
+def _i64(graph, name, values):
+    return create_node("Const", [], {"value": ge.Tensor(np.asarray(values, np.int64))}, name,
+                       graph)
+
+
+def test_concat_split_slice_and_resize_carry_the_layout_with_their_axes_renumbered():
+    """An FPN/YOLO neck: upsample, concat on channels, split, slice channels. Before,
+    each was a region end (a transpose out and back in); now they join the region.
+
+        x -> Conv a -> Resize x2 -> Concat(axis 1, with Conv b) -> Split(axis 1)
+          -> Slice(channels 1:3) -> Conv c
+    """
+    graph = ge.Graph("neck")
+    x = data(graph, "x", (1, 3, 8, 8))
+    small = conv(graph, x, "a", stride=2)
+    scales = create_node("Const", [], {"value": ge.Tensor(np.array([1, 1, 2, 2], np.float32))},
+                         "scales", graph)
+    up = op(graph, "Resize", [small, None, scales], "up", mode="nearest")
+    joined = op(graph, "Concat", [up, conv(graph, x, "b")], "join", axis=1)
+    first, _ = op(graph, "Split", [joined], "split", axis=1, num_outputs=2).outputs
+    part = op(graph, "Slice", [first, _i64(graph, "s", [1]), _i64(graph, "e", [3]),
+                               _i64(graph, "ax", [1])], "narrow")
+    graph.set_outputs([conv(graph, part, "c")])
+    after, result = apply(graph)
+    assert summary(after) == ["Transpose[0, 2, 3, 1]", "Conv2D[NHWC]", "Resize", "Conv2D[NHWC]",
+                              "Concat", "Split", "Slice", "Conv2D[NHWC]",
+                              "Transpose[0, 3, 1, 2]"]
+    assert after.node("join").attrs["axis"] == 3 and after.node("split").attrs["axis"] == 3
+    assert list(after.node("up").inputs[2].producer.attrs["value"].numpy()) == [1, 2, 2, 1]
+    assert list(after.node("narrow").inputs[3].producer.attrs["value"].numpy()) == [3]
+    assert result.counts["transposes inserted"] == 2
+
+
+def test_a_resize_or_slice_whose_axes_are_computed_stays_a_region_end():
+    graph = ge.Graph("computed")
+    x = data(graph, "x", (1, 3, 8, 8))
+    axes = data(graph, "axes", (1,))
+    axes.outputs[0].desc = ge.TensorDesc((1,), ge.DataType.DT_INT64)
+    part = op(graph, "Slice", [conv(graph, x, "a"), _i64(graph, "s", [0]), _i64(graph, "e", [2]),
+                               axes], "narrow")
+    graph.set_outputs([part])
+    after = graph.clone()
+    LayoutPass().run(after)
+    assert summary(after) == ["Transpose[0, 2, 3, 1]", "Conv2D[NHWC]", "Transpose[0, 3, 1, 2]",
+                              "Slice"]
