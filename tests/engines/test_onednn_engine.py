@@ -632,3 +632,29 @@ def test_a_broadcast_onednn_has_only_reference_code_for_runs_on_the_next_engine(
         writer([a, b], [out])
         np.testing.assert_array_equal(out, a - b)
         assert handed == expected, shape
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_a_transposed_convolution_that_tiles_its_output_is_one_matmul(bias):
+    """Stride equal to the kernel and no padding: each input pixel writes its own
+    kh x kw tile, a matrix product and one reorder (no deconvolution, no reorder in)."""
+    from ge.engines.onednn import deconv
+
+    x, weights = _f32(2, 24, 10, 12), _f32(24, 5, 2, 2)
+    arrays = [x, weights, _f32(5) if bias else None]
+    check_on_onednn("ConvTranspose", arrays, {"strides": [2, 2], "group": 1}, const=(1, 2))
+    node = next(n for n in _graph("ConvTranspose", arrays, {"strides": [2, 2], "group": 1},
+                                  const=(1, 2)).nodes if n.name == "op")
+    bound = deconv.bind_conv_transpose(node)
+    got = bound.kernel([x, weights, arrays[2]])[0]
+    cache = next(c.cell_contents for c in bound.writer.__closure__
+                 if isinstance(c.cell_contents, _lib.ShapeCache))
+    (steps,) = cache.values()
+    assert steps.into is None  # the product reads the NCHW input where it lies
+    want = np.zeros((2, 5, 20, 24), np.float32)  # written here from the definition
+    for i in range(2):
+        for j in range(2):
+            want[:, :, i::2, j::2] = np.einsum("nchw,cm->nmhw", x, weights[:, :, i, j])
+    if bias:
+        want += arrays[2].reshape(1, 5, 1, 1)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

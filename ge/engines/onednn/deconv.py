@@ -12,6 +12,11 @@ over [1, 64, 40, 40] with a 2x2 stride-2 filter to 32 channels (a text detector'
 upsampling) 0.21 ms where torch's product and strided copy took 0.28; 3x3 and 4x4
 stride-2 filters 1.2-1.8x torch's speed.
 
+A kernel that tiles its output (stride equal to its size, no padding, one group: the
+2x2 stride-2 upsampling of detector heads) is a matrix product instead, [pixels, C] @
+[C, M*kh*kw] read straight from the NCHW input, then one reorder of the tiles into the
+output: 0.15 -> 0.11 ms over the case above (onnxruntime 0.10).
+
 Taken: float32, 2-D (rank 4), a constant filter and bias (or none). A geometry oneDNN
 refuses (an ``output_shape`` beyond the full output, which pads it), or a kernel that
 would be oneDNN's slow reference code, runs on the next engine.
@@ -101,12 +106,55 @@ def bind_conv_transpose(node: Node) -> BoundNode:
         ends = [f - o - b for f, o, b in zip(natural, outputs, begins)]
         return outputs, begins, ends
 
+    tiles = group == 1 and strides == [kh, kw] and dilations == [1, 1]
+    # [C, M, kh, kw] as one [C, M*kh*kw] matrix: every input pixel's tile of outputs
+    tile_weights = _lib.Packed(filters.reshape(1, in_channels, -1)) if tiles else None
+    tile_bias = None if bias is None else np.repeat(bias, kh * kw).reshape(1, 1, -1)
+
+    def make_tiles(x: np.ndarray, out_shape: tuple[int, ...]) -> Any:
+        """A kernel that tiles the output (its stride is its size, no padding): one
+        matmul, [pixels, C] @ [C, M*kh*kw] read straight from the NCHW input, then one
+        reorder of the tiles into the NCHW output."""
+        assert tile_weights is not None
+        batch, channels, height, width = x.shape
+        pixels, columns = height * width, out_per_group * kh * kw
+        source = _lib.Desc([batch, pixels, channels], [channels * pixels, 1, pixels])
+        products = _lib.Desc.dense([batch, pixels, columns])
+        bias_desc = None if tile_bias is None else _lib.Desc.dense([1, 1, columns])
+        what = f"the transposed convolution {node.name!r}"
+        try:
+            pd, weights_md = _lib.matmul(source, _lib.Desc([1, channels, columns]), bias_desc,
+                                         products, None)
+        except UnsupportedOpError:
+            return None
+        steps = _Steps(out_shape)
+        try:
+            constants = [(_lib.ARG_WEIGHTS, weights_md, tile_weights.like(weights_md))]
+            if tile_bias is not None and bias_desc is not None:
+                constants.append((_lib.ARG_BIAS, bias_desc.handle, tile_bias))
+            steps.main = _lib.Primitive(pd, _lib.source_dest(source.handle, products.handle),
+                                        what, constants)
+        finally:
+            _lib.destroy(pd)
+        # the products [N, H, W, M, kh, kw] read as the output's [N, M, H, kh, W, kw]
+        dims = [batch, out_per_group, height, kh, width, kw]
+        tiled = _lib.Desc(dims, [pixels * columns, kh * kw, width * columns, kw, columns, 1])
+        placed = _lib.Desc.dense(dims)
+        steps.out_of = _lib.made(_lib.reorder_desc(tiled, placed),
+                                 _lib.source_dest(tiled.handle, placed.handle), what)
+        steps.dest_size = batch * pixels * columns
+        if steps.main.impl.startswith("ref") or steps.out_of.impl.startswith("ref"):
+            return None
+        return steps
+
     def make(x: np.ndarray) -> Any:
         """(the steps, output shape) for this input shape, or None for the next engine."""
         outputs, begins, ends = geometry(x.shape)
         if min(begins) < 0:
             return None
         out_shape = (x.shape[0], out_per_group * group, *outputs)
+        if tiles and begins == [0, 0] and ends == [0, 0]:
+            return make_tiles(x, out_shape)
         plain_in = _lib.Desc.of(x)
         plain_out = _lib.Desc.dense(out_shape)
         bias_desc = None if bias is None else _lib.Desc([len(bias)], [1])
@@ -147,8 +195,11 @@ def bind_conv_transpose(node: Node) -> BoundNode:
             fallback(inputs, outs)
             return
         source, dest = steps.buffers(scratch)
-        steps.into.run((_lib.pointer(x), _lib.pointer(source)))
-        steps.main.run((_lib.pointer(source), _lib.pointer(dest)))
+        if steps.into is None:  # the tiling kernel reads the input where it lies
+            steps.main.run((_lib.pointer(x), _lib.pointer(dest)))
+        else:
+            steps.into.run((_lib.pointer(x), _lib.pointer(source)))
+            steps.main.run((_lib.pointer(source), _lib.pointer(dest)))
         steps.out_of.run((_lib.pointer(dest), _lib.pointer(out)))
 
     def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
