@@ -374,6 +374,85 @@ def _view_chain(node: Node) -> Optional[Outcome]:
                    rewritten=True)
 
 
+def _sole_reader(value: Value) -> bool:
+    return len(value.users) == 1 and not value.is_graph_output()
+
+
+def _scalar_operand(value: Optional[Value]) -> bool:
+    """A value that broadcasts the same way against any rank: one element, rank <= 1."""
+    return value is not None and len(value.shape) <= 1 and \
+        all(dim == 1 for dim in value.shape)
+
+
+def _pointwise_data_input(node: Node) -> Optional[int]:
+    """The one input of an elementwise op that is not a one-element operand (its data),
+    or None when the op is not such an op."""
+    if len(node.outputs) != 1 or not op_has_trait(node.op_type, Trait.ELEMENTWISE):
+        return None
+    data = [i for i, v in enumerate(node.inputs) if v is not None and not _scalar_operand(v)]
+    if len(data) != 1:
+        return None
+    value = node.inputs[data[0]]
+    assert value is not None
+    out = node.outputs[0]
+    # the output has the data's shape: single-element operands of rank <= 1 never widen
+    # a rank >= 1 input (sizes may be unknown: the check is on ranks)
+    same = len(value.shape) == len(out.shape) >= 1 and value.dtype is out.dtype
+    return data[0] if same else None
+
+
+def _axes_of(node: Node, rank: int) -> Optional[list[int]]:
+    value = node.inputs[1] if len(node.inputs) > 1 else None
+    data = None if value is None else const_value(value)
+    if data is None:
+        return None
+    return sorted(int(a) % rank for a in data.reshape(-1))
+
+
+def _undone(inner: Node, outer: Node) -> bool:
+    """``outer`` undoes ``inner`` whatever the sizes: ``Unsqueeze(Squeeze(x, A), A)``, A
+    constant (both read against x's rank); a Conv1d's views of a dynamic length."""
+    if (inner.op_type, outer.op_type) != ("Squeeze", "Unsqueeze"):
+        return False
+    source = _input(inner)
+    rank = len(source.shape)
+    if len(outer.outputs[0].shape) != rank or outer.outputs[0].dtype is not source.dtype:
+        return False
+    axes = _axes_of(inner, rank)
+    return axes is not None and axes == _axes_of(outer, rank)
+
+
+def _pointwise_inside_views(node: Node) -> Optional[Outcome]:
+    """view(f(...g(view'(x)))) -> f(...g(x)) when the views round-trip x's shape and f..g
+    are elementwise on one data input (their other operands single elements): a Conv1d
+    layer's ``Squeeze -> Relu -> Unsqueeze`` becomes ``Relu`` on the 4-D data, so the
+    convolutions around it fuse it and stay one channels-last region."""
+    chain: list[tuple[Node, int]] = []
+    value = _input(node)
+    while True:
+        producer = value.producer
+        if not _sole_reader(value):
+            return None
+        if _is_view(producer) and producer.op_type != "Identity" and chain:
+            break
+        index = _pointwise_data_input(producer)
+        if index is None or len(chain) >= 8:
+            return None
+        chain.append((producer, index))
+        value = _input(producer, index)
+    source = _input(producer)
+    graph = node.graph
+    if graph is None or not (_same_as_input(node, source) or _undone(producer, node)):
+        return None
+    current = source
+    for op, index in reversed(chain):
+        inputs = list(op.inputs)
+        inputs[index] = current
+        current = create_node(op.op_type, inputs, dict(op.attrs),
+                              graph.unique_name(op.name), graph).outputs[0]
+    return Outcome("elementwise ops moved inside a view round trip", current, rewritten=True)
+
+
 def _reshape(graph: Graph, node: Node, source: Value, spec: list[int]) -> Value:
     """A new ``Reshape(source, spec)`` to stand for ``node``'s output (keeping its format)."""
     target = np.array(spec, np.int64)
@@ -500,9 +579,11 @@ class NoOpEliminationPass(_ForwardingPass):
     (``Reshape``/``Squeeze``/``Unsqueeze``/``Flatten``), ``Expand`` or ``Slice`` (unit
     steps) whose output shape is its input's, or an ``Expand`` to a target of 1s and the
     input's own sizes (a dynamic size kept) -> ``x``; a chain of views back to its
-    source's shape (``Unsqueeze(Squeeze(x))``) -> ``x``; ``view(view(x))`` -> one
-    ``Reshape(x, constant)``; a ``Transpose`` that moves only size-1 dimensions (the
-    memory order stays) -> ``Reshape`` (a view, merging with the views around it);
+    source's shape (``Unsqueeze(Squeeze(x))``) -> ``x``, and elementwise ops between such
+    views moved inside (``Unsqueeze(Relu(Squeeze(x, A)), A)`` -> ``Relu(x)``, a Conv1d
+    layer's, whatever the sizes); ``view(view(x))`` -> one ``Reshape(x, constant)``; a
+    ``Transpose`` that moves only size-1 dimensions (the memory order stays) ->
+    ``Reshape`` (a view, merging with the views around it);
     ``Cast`` to x's own type, and a widening round trip (``Cast(Cast(x: f32, f64), f32)``)
     -> ``x``; ``Transpose`` by the identity, and a pair
     that cancels -> ``x``; two transposes -> one with the composed perm; ``Concat`` of one
@@ -520,9 +601,9 @@ class NoOpEliminationPass(_ForwardingPass):
     rules: dict[Optional[str], list[Rule]] = {
         "Identity": [_identity],
         "Dropout": [_dropout],
-        "Reshape": [_view_round_trip, _view_chain],
-        "Squeeze": [_view_round_trip, _view_chain],
-        "Unsqueeze": [_view_round_trip, _view_chain],
+        "Reshape": [_view_round_trip, _view_chain, _pointwise_inside_views],
+        "Squeeze": [_view_round_trip, _view_chain, _pointwise_inside_views],
+        "Unsqueeze": [_view_round_trip, _view_chain, _pointwise_inside_views],
         "Flatten": [_view_round_trip, _view_chain],
         "Expand": [_same_shape_op("Expand to the same shape"), _expand_keeping],
         "Slice": [_slice_whole],

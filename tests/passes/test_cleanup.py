@@ -162,6 +162,32 @@ def test_views_round_trip_and_chains_collapse_into_one_reshape():
     assert "view chain into one Reshape 1" in notes(records)
 
 
+def test_elementwise_ops_between_a_squeeze_and_its_unsqueeze_move_inside():
+    """A Conv1d layer's views: Unsqueeze(LeakyRelu(Clip(Squeeze(x, [2]), 0, 6)), [2]) ->
+    LeakyRelu(Clip(x)), over a length no one knows (the views undo each other whatever
+    the sizes); a chain whose op reads a full second operand, or whose inner result has
+    another reader, stays."""
+    before = Graph("conv1d")
+    x = data(before, "x", [1, 8, 1, -1])
+    y = data(before, "y", [1, 8, -1])
+    two = const(before, [2], "int64")
+    squeezed = op(before, "Squeeze", x, two)
+    clipped = op(before, "Clip", squeezed, const(before, 0.0, "float32"),
+                 const(before, 6.0, "float32"))
+    back = op(before, "Unsqueeze", op(before, "LeakyRelu", clipped, alpha=0.1), two)
+    mixed = op(before, "Unsqueeze", op(before, "Add", op(before, "Squeeze", x, two), y), two)
+    shared = op(before, "Squeeze", x, two)
+    kept = op(before, "Unsqueeze", op(before, "Relu", shared), two)
+    before.set_outputs([back, mixed, kept, shared])
+
+    after, records = run_pass(before, NoOpEliminationPass(), sizes={})
+
+    assert exprs(after)[0] == "LeakyRelu{alpha=0.1}(Clip(x, 0.0, 6.0))"
+    assert exprs(after)[1].startswith("Unsqueeze(Add(Squeeze(x")
+    assert exprs(after)[2].startswith("Unsqueeze(Relu(Squeeze(x")
+    assert "elementwise ops moved inside a view round trip 1" in notes(records)
+
+
 def test_unknown_unnamed_dimensions_are_not_assumed_equal():
     before = Graph("maybe")
     x = data(before, "x", [-1, 4])
