@@ -265,6 +265,56 @@ class BatchNormIntoConvFusion(_ConvRule):
                            graph).outputs
 
 
+class BatchNormIntoConvTransposeFusion(_ConvRule):
+    """FusedBatchNorm(ConvTranspose(x, W, B)) -> ConvTranspose(x, W * s, (B - mean) * s +
+    offset): a detector head's upsampling followed by a batch norm. ONNX's filter is
+    ``[C, M / group, k...]``, so output channel ``g * M / group + m`` is the filter's
+    ``[g * C / group: (g + 1) * C / group, m]``. Refuses when W, B or the statistics are
+    not constants, or when the batch norm's data is not channels-first."""
+
+    summary = "folded {count} FusedBatchNorm into the preceding ConvTranspose's filter and bias"
+    reports_refusals = True
+    pattern = Pattern(Node("FusedBatchNorm", name="bn", inputs=[
+        Node("ConvTranspose", name="deconv", inputs=[Input("x")])]))
+
+    def _parts(self, match: Match) -> Union[tuple[Any, ...], str]:
+        deconv, bn = match.node("deconv"), match.node("bn")
+        if bn.attrs["data_format"] is not Format.NCHW:
+            return (f"FusedBatchNorm {bn.name!r} normalizes "
+                    f"{bn.attrs['data_format'].value} data; ConvTranspose {deconv.name!r} "
+                    f"gives NCHW")
+        weights = _weights_or_reason(deconv, 2)
+        stats = _stats_or_reason(bn, 1)
+        for found in (weights, stats):
+            if isinstance(found, str):
+                return found
+        return weights, stats
+
+    def why_not(self, match: Match) -> Optional[str]:
+        parts = self._parts(match)
+        return parts if isinstance(parts, str) else None
+
+    def build(self, match: Match, graph: Graph) -> Sequence[Value]:
+        deconv, bn = match.node("deconv"), match.node("bn")
+        parts = self._parts(match)
+        assert not isinstance(parts, str)
+        (filter_data, bias), stats = parts
+        factor, shift = _fold_factors(stats, bn.attrs["epsilon"])
+        group = int(deconv.attrs["group"])
+        channels, per_group = filter_data.shape[0], filter_data.shape[1]
+        grouped = filter_data.astype(np.float64).reshape(
+            group, channels // group, per_group, *filter_data.shape[2:])
+        scale = factor.reshape(group, 1, per_group, *([1] * (filter_data.ndim - 2)))
+        new_filter = (grouped * scale).reshape(filter_data.shape).astype(filter_data.dtype)
+        old_bias = np.zeros_like(factor) if bias is None else bias.astype(np.float64)
+        new_bias = (old_bias * factor + shift).astype(filter_data.dtype)
+        inputs = [deconv.inputs[0],
+                  _new_const(graph, new_filter, f"{deconv.name}/folded_filter"),
+                  _new_const(graph, new_bias, f"{deconv.name}/folded_bias")]
+        return create_node("ConvTranspose", inputs, dict(deconv.attrs),
+                           graph.unique_name("conv_transpose"), graph).outputs
+
+
 class ConvBNReLUFoldingFusion(_ConvRule):
     """ConvBNReLU(x, W, scale, offset, mean, variance, b) -> FusedConv2D(x, W * s, b',
     activation=Relu): the seed's fused op with its batch norm folded into the weights.
@@ -453,7 +503,8 @@ class BatchNormFoldingPass(_ConvRewritePass):
     """Batch norm folded into convolution weights.
 
     FusedBatchNorm(Conv2D(x, W, b)) -> Conv2D(x, W', b') with new constant W' and b'
-    (any data_format, filter_format and groups); ConvBNReLU -> FusedConv2D(W', b', Relu);
+    (any data_format, filter_format and groups); FusedBatchNorm(ConvTranspose(x, W, B))
+    likewise; ConvBNReLU -> FusedConv2D(W', b', Relu);
     a constant per-channel BiasAdd/Add after a convolution is first folded into its bias,
     so Conv2D -> BiasAdd -> FusedBatchNorm folds too. Refuses (and says so in the report)
     when the filter, bias or statistics are not constants, or when the batch norm's channel
@@ -462,7 +513,8 @@ class BatchNormFoldingPass(_ConvRewritePass):
 
     def __init__(self) -> None:
         super().__init__([ConvBiasFusion(), BatchNormIntoConvFusion(),
-                          ConvBNReLUFoldingFusion()], name="BatchNormFoldingPass")
+                          BatchNormIntoConvTransposeFusion(), ConvBNReLUFoldingFusion()],
+                         name="BatchNormFoldingPass")
 
 
 class ConvFusionPass(_ConvRewritePass):

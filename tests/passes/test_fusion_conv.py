@@ -90,6 +90,26 @@ def test_batch_norm_folds_into_the_convolution(layout, groups, bias):
                             "bias"]
 
 
+@pytest.mark.parametrize("group", [1, 2])
+@pytest.mark.parametrize("bias", [False, True])
+def test_batch_norm_folds_into_a_transposed_convolution(group, bias):
+    """A DBNet head: ConvTranspose 2x2 stride 2 -> BatchNormalization -> Relu."""
+    graph = ge.Graph("head")
+    x = data(graph, "x", (1, 4, 5, 5))
+    inputs = [x, const(graph, "w", RNG.standard_normal((4, 6 // group, 2, 2)))]
+    if bias:
+        inputs.append(const(graph, "b", RNG.standard_normal(6)))
+    up = op(graph, "ConvTranspose", inputs, "up", strides=[2, 2], group=group)
+    graph.set_outputs([op(graph, "Relu", [batch_norm(graph, up, "bn")], "relu")])
+
+    after, result = apply(BatchNormFoldingPass(), graph)
+
+    assert compute_ops(after) == ["ConvTranspose", "Relu"]
+    assert after.node("bn").attrs["group"] == group
+    assert result.notes == ["folded 1 FusedBatchNorm into the preceding ConvTranspose's "
+                            "filter and bias"]
+
+
 def test_batch_norm_after_bias_add_folds_too():
     graph = ge.Graph("tf_style")
     x = data(graph, "x", (1, 4, 4, 3))
