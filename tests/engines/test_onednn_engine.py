@@ -658,3 +658,30 @@ def test_a_transposed_convolution_that_tiles_its_output_is_one_matmul(bias):
     if bias:
         want += arrays[2].reshape(1, 5, 1, 1)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shapes,axis", [
+    ([(1, 40, 40, 24)] * 4, 3),                       # a DBNet neck's channels, NHWC
+    ([(1, 20, 20, 64), (1, 20, 20, 128)], -1),        # YOLO's C2f: unequal parts
+    ([(2, 64, 8, 8), (2, 64, 8, 8), (2, 64, 16, 8)], 2),  # a middle axis, short runs
+])
+def test_concatenation_along_short_runs(shapes, axis):
+    arrays = [_f32(*shape) for shape in shapes]
+    graph = ge.Graph("concat")
+    values = [create_node("Data", [], {"shape": list(a.shape)}, f"x{i}", graph)
+              for i, a in enumerate(arrays)]
+    graph.set_outputs([create_node("Concat", values, {"axis": axis}, "op", graph)])
+    executable = ge.compile(graph, opt_level=0, engines=["onednn", "numpy"])
+    assert executable.engine_histogram() == {"onednn": 1}
+    session = ge.Session(executable)
+    feeds = {f"x{i}": a for i, a in enumerate(arrays)}
+    want = np.concatenate(arrays, axis=axis)
+    np.testing.assert_array_equal(session.run(feeds)["op"], want)
+    np.testing.assert_array_equal(session.run(feeds)["op"], want)
+
+
+def test_concatenations_the_engine_leaves_to_numpy():
+    big = [_f32(1, 24, 80, 80)] * 2
+    assert declined("Concat", big, {"axis": 1})  # NCHW channels: long runs, block copies
+    assert declined("Concat", [_f32(1, 4, 4, 8)] * 2, {"axis": 3})  # small
+    assert not declined("Concat", [_f32(1, 80, 80, 24)] * 2, {"axis": 3})

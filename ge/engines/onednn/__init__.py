@@ -50,6 +50,7 @@ def _table() -> dict[str, tuple[Callable[[Node], bool], Callable[[Node], BoundNo
     table["LayerNormalization"] = (norm.check_layer_norm, norm.bind_layer_norm)
     table["Resize"] = (movement.check_resize, movement.bind_resize)
     table["Transpose"] = (movement.check_transpose, movement.bind_transpose)
+    table["Concat"] = (movement.check_concat, movement.bind_concat)
     table["ConvTranspose"] = (deconv.check_conv_transpose, deconv.bind_conv_transpose)
     return {**table,
             "Attention": (attention.check_attention, attention.bind_attention),

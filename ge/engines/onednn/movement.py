@@ -1,5 +1,5 @@
-"""Data movement as oneDNN reorders: nearest ``Resize`` by whole-number factors, and
-``Transpose``.
+"""Data movement as oneDNN reorders: nearest ``Resize`` by whole-number factors,
+``Transpose``, and ``Concat`` along a short innermost run.
 
 An upsampling that repeats every input cell ``r`` times along each resized axis (what
 ``nearest`` gives at an integer scale under ``asymmetric``, ``half_pixel`` and the other
@@ -39,7 +39,7 @@ from ge.ops.image import nearest_index, source_positions
 from ge.ops.shape_utils import normalize_axes
 
 __all__ = ["check_resize", "bind_resize", "check_transpose", "bind_transpose",
-           "SMALL_TRANSPOSE"]
+           "SMALL_TRANSPOSE", "check_concat", "bind_concat", "CONCAT_MAX_RUN"]
 
 #: the mappings whose positions need no region of interest
 _MAPPINGS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
@@ -234,3 +234,95 @@ def bind_transpose(node: Node) -> BoundNode:
         return [out]
 
     return BoundNode(kernel, writer)
+
+
+# -- Concat -----------------------------------------------------------------------------
+
+#: a concatenation whose inputs are runs of at most this many contiguous values in the
+#: output (the channels of NHWC data) is reorders; longer runs are NumPy's block copies
+CONCAT_MAX_RUN = 1 << 10
+
+
+def _run_length(shape: Sequence[Any], axis: int) -> Optional[int]:
+    dims = list(shape[axis:])
+    if not all(isinstance(d, int) and d >= 0 for d in dims):
+        return None
+    return math.prod(dims)
+
+
+def check_concat(node: Node) -> bool:
+    """True for a float32 ``Concat`` of large arrays that interleave in short runs (along
+    the last axis of NHWC data): NumPy copies those run by run."""
+    if len(node.outputs) != 1 or len(node.inputs) < 2 or any(v is None for v in node.inputs):
+        return False
+    if not _float32(node, tuple(range(len(node.inputs)))):
+        return False
+    out = node.outputs[0]
+    rank = len(out.shape)
+    if rank == 0:
+        return False
+    axis = int(node.attrs["axis"]) % rank
+    runs = [_run_length(v.shape, axis) for v in node.inputs if v is not None]
+    if any(run is None or run > CONCAT_MAX_RUN for run in runs):
+        return False
+    dims = [d for d in out.shape if isinstance(d, int) and d >= 0]
+    return len(dims) != rank or math.prod(dims) >= SMALL_TRANSPOSE
+
+
+def bind_concat(node: Node) -> BoundNode:
+    """One reorder per input into its slice of the output (strided), made once per
+    shapes; on the OpenMP pool, at memory speed: over four [1, 80, 80, 24] into the
+    channels of [1, 80, 80, 96], 71 us against NumPy's 125."""
+    rank = len(node.outputs[0].shape)
+    axis = int(node.attrs["axis"]) % rank
+    primitives = _lib.ShapeCache()
+    fallback = _Fallback(node)
+
+    def make(arrays: Sequence[np.ndarray], out: np.ndarray) -> Any:
+        steps, offset = [], 0
+        for x in arrays:
+            index = [slice(None)] * rank
+            index[axis] = slice(offset, offset + x.shape[axis])
+            view = out[tuple(index)]
+            source, dest = _lib.Desc.of(x), _lib.Desc.of(view)
+            try:
+                pd = _lib.reorder_desc(source, dest)
+            except UnsupportedOpError:
+                return None
+            primitive = _lib.made(pd, _lib.source_dest(source.handle, dest.handle),
+                                  f"the concatenation {node.name!r}")
+            if primitive.impl.startswith("ref"):
+                return None
+            steps.append((primitive, view.ctypes.data - out.ctypes.data))
+            offset += x.shape[axis]
+        return steps
+
+    def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
+        out = outs[0]
+        arrays = [np.ascontiguousarray(x) for x in inputs if x is not None]
+        if out.size < SMALL_TRANSPOSE or not out.flags.c_contiguous \
+                or len(arrays) != len(inputs):
+            fallback(inputs, outs)
+            return
+        key = (tuple(x.shape for x in arrays), out.shape)
+        steps = primitives.get_or_make(key, lambda: make(arrays, out))
+        if steps is None:
+            fallback(inputs, outs)
+            return
+        base = _lib.pointer(out)
+        for (primitive, offset), x in zip(steps, arrays):
+            primitive.run((_lib.pointer(x), base + offset))
+
+    def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
+        arrays = [x for x in inputs if x is not None]
+        out = np.empty(_concat_shape(arrays, axis), np.float32)
+        writer(inputs, [out])
+        return [out]
+
+    return BoundNode(kernel, writer)
+
+
+def _concat_shape(arrays: Sequence[np.ndarray], axis: int) -> tuple[int, ...]:
+    shape = list(arrays[0].shape)
+    shape[axis] = sum(x.shape[axis] for x in arrays)
+    return tuple(shape)
