@@ -662,8 +662,8 @@ def test_a_transposed_convolution_that_tiles_its_output_is_one_matmul(bias):
 
 @pytest.mark.parametrize("shapes,axis", [
     ([(1, 40, 40, 24)] * 4, 3),                       # a DBNet neck's channels, NHWC
-    ([(1, 20, 20, 64), (1, 20, 20, 128)], -1),        # YOLO's C2f: unequal parts
-    ([(2, 64, 8, 8), (2, 64, 8, 8), (2, 64, 16, 8)], 2),  # a middle axis, short runs
+    ([(1, 40, 40, 16), (1, 40, 40, 32)], -1),         # YOLO's C2f: unequal parts
+    ([(4, 64, 8, 4), (4, 64, 8, 4), (4, 64, 4, 4)], 2),  # a middle axis, short runs
 ])
 def test_concatenation_along_short_runs(shapes, axis):
     arrays = [_f32(*shape) for shape in shapes]
@@ -683,5 +683,6 @@ def test_concatenation_along_short_runs(shapes, axis):
 def test_concatenations_the_engine_leaves_to_numpy():
     big = [_f32(1, 24, 80, 80)] * 2
     assert declined("Concat", big, {"axis": 1})  # NCHW channels: long runs, block copies
+    assert declined("Concat", [_f32(1, 40, 40, 64)] * 2, {"axis": 3})  # 64-value runs
     assert declined("Concat", [_f32(1, 4, 4, 8)] * 2, {"axis": 3})  # small
     assert not declined("Concat", [_f32(1, 80, 80, 24)] * 2, {"axis": 3})
