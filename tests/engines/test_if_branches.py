@@ -80,3 +80,22 @@ def test_a_branch_that_did_not_import_raises_when_taken():
     kernel([np.array(True), x, weights["w"], weights["b"]])
     with pytest.raises(ge.errors.ExecutionError, match="else_branch.*cell"):
         kernel([np.array(False), x, weights["w"], weights["b"]])
+
+
+def test_a_branch_that_does_not_compile_runs_on_the_reference(monkeypatch):
+    import ge.compiler
+
+    def refuse(graph, **options):
+        raise ge.errors.CompileError("no engine today")
+
+    monkeypatch.setattr(ge.compiler, "compile", refuse)
+    graph, weights = _if_node()
+    node = graph.node("choice")
+    kernel = control.bind_if(node)
+    x = RNG.standard_normal((64, 64)).astype(np.float32)
+    with pytest.warns(RuntimeWarning, match="reference interpreter"):
+        got = kernel([np.array(False), x, weights["w"], weights["b"]])
+    want = if_kernel(np.array(False), x, weights["w"], weights["b"],
+                     then_branch=node.attrs["then_branch"],
+                     else_branch=node.attrs["else_branch"])
+    np.testing.assert_array_equal(got[0], want[0])

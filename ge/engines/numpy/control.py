@@ -12,14 +12,16 @@ import (``then_error``/``else_error``) raises its error when a run takes it.
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Sequence
 from typing import Any, Optional
 
 import numpy as np
 
-from ge.errors import ExecutionError
-from ge.ir import Node, Tensor, Value
+from ge.errors import ExecutionError, GEError
+from ge.ir import Graph, Node, Tensor, Value
 from ge.ops import create_node
+from ge.ops.control_flow import run_subgraph
 
 __all__ = ["bind_if"]
 
@@ -32,7 +34,9 @@ class _Branch:
     def __init__(self, node: Node, key: str) -> None:
         self.error: str = node.attrs.get(key.replace("branch", "error"), "")
         self.session: Any = None
-        graph = node.attrs[key].clone()
+        self.original: Graph = node.attrs[key]
+        self.interpreted = False  # the branch did not compile: the reference runs it
+        graph = self.original.clone()
         data = [value.producer for value in graph.inputs]
         self.fed: list[int] = []  # the captured values fed at each run, by position
         for position, (inner, outer) in enumerate(zip(data, node.inputs[1:])):
@@ -51,16 +55,26 @@ class _Branch:
 
     def _session(self) -> Any:
         with self._lock:
-            if self.session is None:
+            if self.session is None and not self.interpreted:
                 from ge.compiler import compile as compile_graph
                 from ge.session import Session
 
-                self.session = Session(compile_graph(self.graph))
+                try:
+                    self.session = Session(compile_graph(self.graph))
+                except GEError as error:
+                    warnings.warn(f"If branch {self.original.name!r} runs on the reference "
+                                  f"interpreter; it did not compile: {error}",
+                                  RuntimeWarning, stacklevel=2)
+                    self.interpreted = True
         return self.session
 
     def run(self, captured: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
+        session = self._session()
+        if session is None:
+            return [np.asarray(array).astype(dtype, copy=False) for array, (_, dtype)
+                    in zip(run_subgraph(self.original, captured), self.outputs)]
         feed = {name: captured[position] for name, position in zip(self.feeds, self.fed)}
-        results = self._session().run(feed)
+        results = session.run(feed)
         return [np.asarray(results[name]).astype(dtype, copy=False)
                 for name, dtype in self.outputs]
 
