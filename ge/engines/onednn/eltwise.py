@@ -78,26 +78,32 @@ def bind_unary(node: Node) -> BoundNode:
     return _same_shape(node, make)
 
 
-def _same_shape(node: Node, describe: Callable[[tuple[int, ...]], Any]) -> BoundNode:
+def _same_shape(node: Node, describe: Callable[[tuple[int, ...]], Any],
+                small: int = SMALL_ELEMENTS) -> BoundNode:
     """The binding of a one-input primitive whose output has the input's shape, in place
-    when the step is: ``describe(shape)`` gives its descriptor and the memory descriptor
-    of both operands; made once per shape, run on contiguous data of at least
-    ``SMALL_ELEMENTS`` values, the next engine's writer otherwise."""
+    when the step is: ``describe(shape)`` gives its descriptor, the memory descriptor of
+    both operands and, optionally, its constant operands (``_lib.made``'s), or None for
+    the next engine; made once per shape, run on contiguous data of at least ``small``
+    values, the next engine's writer otherwise."""
     primitives = _lib.ShapeCache()
     fallback = _Fallback(node)
 
     def make(shape: tuple[int, ...]) -> Optional[_lib.Primitive]:
         try:
-            pd, desc = describe(shape)
+            described = describe(shape)
         except UnsupportedOpError:
             return None
+        if described is None:
+            return None
+        pd, desc, *constants = described
         what = f"the {node.op_type} {node.name!r}"
-        return _lib.made(pd, _lib.source_dest(desc.handle, desc.handle), what)
+        return _lib.made(pd, _lib.source_dest(desc.handle, desc.handle), what,
+                         constants[0] if constants else ())
 
     def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
         x, out = inputs[0], outs[0]
         assert x is not None
-        if out.size < SMALL_ELEMENTS or not out.flags.c_contiguous or x.shape != out.shape:
+        if out.size < small or not out.flags.c_contiguous or x.shape != out.shape:
             fallback(inputs, outs)
             return
         if not x.flags.c_contiguous:

@@ -15,14 +15,14 @@ outputs, or known to be small stays with the next engine.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any, Optional
 
 import numpy as np
 
 from ge.engines.base import BoundNode
 from ge.engines.onednn import _lib
-from ge.engines.onednn.conv import _const, _Fallback, _float32, _is_const, _rank
+from ge.engines.onednn.conv import _const, _float32, _is_const, _rank
+from ge.engines.onednn.eltwise import _same_shape
 from ge.ir import Node
 from ge.ir.tensor import is_static_dim
 from ge.ops.shape_utils import normalize_axis
@@ -69,10 +69,8 @@ def bind_layer_norm(node: Node) -> BoundNode:
     epsilon = float(node.attrs["epsilon"])
     scale = _const(node, 1)
     bias = _const(node, 2) if len(node.inputs) > 2 and node.inputs[2] is not None else None
-    primitives = _lib.ShapeCache()
-    fallback = _Fallback(node)
 
-    def make(shape: tuple[int, ...]) -> Optional[_lib.Primitive]:
+    def describe(shape: tuple[int, ...]) -> Any:
         normalized = shape[axis:]
         columns = math.prod(normalized)
         rows = math.prod(shape[:axis])
@@ -85,26 +83,6 @@ def bind_layer_norm(node: Node) -> BoundNode:
         if shift is not None:
             constants.append((_lib.ARG_SHIFT, row.handle, shift))
         pd = _lib.layer_normalization(data, data, epsilon, shift is not None)
-        return _lib.made(pd, _lib.source_dest(data.handle, data.handle),
-                         f"the LayerNormalization {node.name!r}", constants)
+        return pd, data, constants, row  # row: kept alive until the primitive is made
 
-    def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
-        x, out = inputs[0], outs[0]
-        assert x is not None
-        if out.size < SMALL_NORM_ELEMENTS or not out.flags.c_contiguous \
-                or x.shape != out.shape:
-            fallback(inputs, outs)
-            return
-        if not x.flags.c_contiguous:
-            x = np.ascontiguousarray(x)
-        primitive = primitives.get_or_make(x.shape, lambda: make(x.shape))
-        fallback.or_run(primitive, x, out, inputs, outs)
-
-    def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
-        x = inputs[0]
-        assert x is not None
-        out = np.empty(x.shape, np.float32)
-        writer(inputs, [out])
-        return [out]
-
-    return BoundNode(kernel, writer)
+    return _same_shape(node, describe, SMALL_NORM_ELEMENTS)
