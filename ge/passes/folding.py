@@ -24,6 +24,7 @@ import numpy as np
 
 from ge.errors import GEError
 from ge.ir import Graph, Node, Tensor, TensorDesc, Value, is_static, num_elements
+from ge.ir.graph import copy_attrs
 from ge.ops.registry import (
     AttrType,
     Trait,
@@ -38,7 +39,8 @@ from ge.passes.base import Pass, PassResult
 from ge.passes.rewrite import remove_unused
 
 __all__ = ["ConstantFoldingPass", "ShapeFoldingPass", "refine_shapes", "refine_node",
-           "is_foldable", "install_constants", "dim_symbol", "reshape_spec"]
+           "is_foldable", "install_constants", "inline_known_branch", "dim_symbol",
+           "reshape_spec"]
 
 
 # -- shared helpers ----------------------------------------------------------------------
@@ -145,6 +147,57 @@ def _describe(counts: Counter[str]) -> str:
     return ", ".join(f"{what} {n}" for what, n in ordered)
 
 
+def inline_known_branch(graph: Graph, node: Node) -> bool:
+    """Replace an ``If`` whose condition is a one-element constant by a copy of the branch
+    it takes, reading the ``If``'s captured inputs; False, changing nothing, when the
+    condition is not known or that branch did not import (its error waits for a run)."""
+    cond = const_value(node.inputs[0]) if node.inputs and node.inputs[0] is not None else None
+    if cond is None or cond.size != 1:
+        return False
+    taken = "then" if bool(cond.reshape(-1)[0]) else "else"
+    branch = node.attrs.get(f"{taken}_branch")
+    if not isinstance(branch, Graph) or node.attrs.get(f"{taken}_error"):
+        return False
+    captured = node.inputs[1:]
+    if len(branch.inputs) != len(captured) or len(branch.outputs) != len(node.outputs):
+        return False
+    mapping: dict[int, Value] = {}
+    for inner, outer in zip(branch.inputs, captured):
+        if outer is None:
+            return False
+        mapping[id(inner)] = outer
+    with graph.inserting_before(node):
+        for inner_node in branch.topological_order():
+            if inner_node.op_type == "Data":
+                continue
+            inputs = [None if v is None else mapping[id(v)] for v in inner_node.inputs]
+            copy = graph.add_node(inner_node.op_type, inputs, copy_attrs(inner_node.attrs),
+                                  [v.desc for v in inner_node.outputs],
+                                  graph.unique_name(_inlined_name(node, taken, inner_node)))
+            for old, new in zip(inner_node.outputs, copy.outputs):
+                mapping[id(old)] = new
+    for old, inner in zip(node.outputs, branch.outputs):
+        new = mapping[id(inner)]
+        if old.is_graph_output() and (new.is_graph_output() or new.producer.op_type in
+                                      ("Data", "Const") or new.producer.graph is not graph
+                                      or any(new is v for v in captured)):
+            # the output keeps its own name: a copy, since ``new`` has a name of its own
+            with graph.inserting_before(node):
+                new = graph.add_node("Identity", [new], {}, [new.desc],
+                                     graph.unique_name(f"{node.name}/{taken}/output")).outputs[0]
+        name, rename = old.name, old.is_graph_output()
+        old.replace_all_uses_with(new)
+        if rename:
+            new.name = name
+    graph.remove_node(node)
+    return True
+
+
+def _inlined_name(node: Node, taken: str, inner: Node) -> str:
+    separator = "" if inner.name.startswith("/") else "/"
+    return f"{node.name}/{taken}{separator}{inner.name}"
+
+
 # -- constant folding --------------------------------------------------------------------
 
 class ConstantFoldingPass(Pass):
@@ -176,6 +229,12 @@ class ConstantFoldingPass(Pass):
         budget = self.total_elements
         touched: list[Node] = []
         for node in graph.topological_order():
+            if node.op_type == "If" and node.graph is graph:
+                before = node.predecessors()
+                if inline_known_branch(graph, node):
+                    touched.extend(before)
+                    folded["If (branch inlined)"] += 1
+                continue
             if node.graph is not graph or not is_foldable(node):
                 continue
             if any(v is not None and v.producer.op_type != "Const" for v in node.inputs):

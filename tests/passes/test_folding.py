@@ -198,6 +198,53 @@ def test_random_and_subgraph_ops_are_not_folded():
     assert is_foldable(Node("Gather", [], {}, []))
 
 
+def _branch(name: str, activation: str) -> Graph:
+    """x [2, 3] and the captured scale -> activation(x * scale) [2, 3]."""
+    graph = Graph(name)
+    x, scale = data(graph, "x", [2, 3]), data(graph, "scale", [3])
+    graph.set_outputs([op(graph, activation, op(graph, "Mul", x, scale), name="act")])
+    return graph
+
+
+def _if_graph(cond: Any, passthrough: bool = False) -> Graph:
+    graph = Graph("choose")
+    x = data(graph, "x", [2, 3])
+    scale = const(graph, [0.5, -1.0, 2.0], "float32", name="scale")
+    flag = const(graph, cond, "bool", name="flag") if cond is not None else \
+        data(graph, "flag", [], "bool")
+    else_branch = _branch("else", "Tanh")
+    if passthrough:  # the else branch gives its captured x back as it is
+        else_branch.set_outputs([else_branch.inputs[0]])
+    node = op(graph, "If", flag, x, scale, name="choice",
+              then_branch=_branch("then", "Relu"), else_branch=else_branch)
+    graph.set_outputs([node.outputs[0], op(graph, "Neg", node, name="negated")])
+    return graph
+
+
+@pytest.mark.parametrize("cond,passthrough,want", [
+    (True, False, "Relu(Mul(x, [0.5, -1.0, 2.0]))"),
+    (False, False, "Tanh(Mul(x, [0.5, -1.0, 2.0]))"),
+    (False, True, "Identity(x)"),
+])
+def test_an_if_on_a_known_condition_becomes_its_taken_branch(cond, passthrough, want):
+    before = _if_graph(cond, passthrough)
+
+    after, records = run_pass(before, ConstantFoldingPass())
+
+    assert exprs(after) == [want, f"Neg({want})"]
+    assert [v.name for v in after.outputs] == [v.name for v in before.outputs]
+    assert not any(node.op_type == "If" for node in after.nodes)
+    assert "If (branch inlined) 1" in notes(records)
+
+
+def test_an_if_on_a_fed_condition_or_a_branch_that_did_not_import_stays():
+    fed = _if_graph(None)
+    assert not ConstantFoldingPass().run(fed).changed
+    broken = _if_graph(True)
+    broken.node("choice").attrs["then_error"] = "the branch did not import"
+    assert not ConstantFoldingPass().run(broken).changed
+
+
 # -- shape folding -----------------------------------------------------------------------------
 
 
