@@ -627,3 +627,45 @@ def test_a_slice_writer_fed_new_bounds_each_run() -> None:
         out = np.empty((6, 3), np.float32)
         writer([source, np.array([start]), np.array([stop]), np.array([1])], [out])
         np.testing.assert_array_equal(out, source[:, start:stop])
+
+
+def test_a_pad_writer_fed_new_pads_and_shapes_each_run() -> None:
+    """The slices kept per shape and pads: other pads, or another shape, plan anew; a crop
+    beside a wrap wider than its axis goes to np.pad on the cropped input."""
+    node = node_for("Pad", [sample((1, 1, 8)), np.array([0, 0, 2, 0, 0, 2], np.int64)],
+                    {"mode": "reflect"})
+    writer = writers.writer_for(node)
+    assert writer is not None
+    for shape, pads in (((1, 1, 8), [0, 0, 2, 0, 0, 2]), ((1, 1, 8), [0, 0, 3, 0, 0, 1]),
+                        ((2, 1, 6), [0, 0, 2, 0, 0, 2]), ((1, 1, 8), [0, 0, 2, 0, 0, 2])):
+        x = sample(shape, seed=len(pads) + shape[0])
+        widths = [(pads[i], pads[i + 3]) for i in range(3)]
+        out = np.empty([n + b + e for n, (b, e) in zip(shape, widths)], np.float32)
+        writer([x, np.array(pads, np.int64)], [out])
+        np.testing.assert_array_equal(out, np.pad(x, widths, mode="reflect"))
+    check("Pad", [sample((5, 3), seed=9), np.array([-2, 7, 0, 0], np.int64)], {"mode": "wrap"},
+          const=(1,))
+
+
+@pytest.mark.parametrize("steps,shapes", [
+    (["Mul in0 in0", "Mul in1 in1", "Add s0 s1", "Sqrt s2"], [(1, 129, 4), (1, 129, 4)]),
+    (["Mul in0 0.5:float32", "Add s0 in1", "Sigmoid s1"], [(2, 3, 4), (1, 4)]),
+    (["Sub in0 in1", "Max s0 in2", "Where in3 s1 in0"], [(3, 5), (5,), (3, 1), (3, 5)]),
+    (["Gelu in0", "Mul s0 in1"], [(4, 6), (4, 6)]),
+])
+def test_fused_elementwise(steps: list[str], shapes: list[tuple[int, ...]]) -> None:
+    arrays = [sample(shape, seed=index, edges=True) for index, shape in enumerate(shapes)]
+    if steps[-1].startswith("Where"):
+        arrays[3] = sample(shapes[3], "bool", seed=3)
+    attrs = {"steps": steps}
+    check("FusedElementwise", arrays, attrs)
+    # the output given the buffer of an input other than the first step's first operand
+    node = node_for("FusedElementwise", arrays, attrs)
+    writer = writers.writer_for(node)
+    assert writer is not None
+    expected = run_kernel(get_schema("FusedElementwise"), "op", arrays, attrs)[0]
+    last = len(arrays) - 1 if steps[-1].startswith("Where") else 1
+    if arrays[last].shape == expected.shape and arrays[last].dtype == expected.dtype:
+        buffer = arrays[last].copy()
+        writer([*arrays[:last], buffer, *arrays[last + 1:]], [buffer])
+        np.testing.assert_array_equal(buffer, expected)

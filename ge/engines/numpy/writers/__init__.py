@@ -15,7 +15,8 @@ in a scratch array.
 
 The writers live by op family: ``elementwise`` (ufuncs, activations), ``tensor`` (data
 movement, reductions, matrix products), ``conv`` (convolutions, pools),
-``normalization`` (normalizations, softmax); ``_base`` holds the table and helpers.
+``normalization`` (normalizations, softmax), ``fused`` (``FusedElementwise``, step by
+step through the others); ``_base`` holds the table and helpers.
 
 Only NumPy's own dtypes are covered (bool, integers, float16/32/64): bfloat16 and the
 narrow float and integer types of ``ml_dtypes`` go through ``bind``. Ops whose reference
@@ -27,7 +28,13 @@ from __future__ import annotations
 from typing import Optional
 
 from ge.engines.base import WritingKernel
-from ge.engines.numpy.writers import conv, elementwise, normalization, tensor  # noqa: F401 - register
+from ge.engines.numpy.writers import (  # noqa: F401 - register
+    conv,
+    elementwise,
+    fused,
+    normalization,
+    tensor,
+)
 from ge.engines.numpy.writers._base import _NATIVE, WRITERS
 from ge.ir import Node
 

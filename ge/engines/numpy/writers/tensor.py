@@ -113,59 +113,103 @@ def _pad(node: Node) -> Optional[WritingKernel]:
     axis's borders filled in place, axis by axis as ``np.pad`` does (so corners take
     the later axes' rule): the constant, the edge cell, the mirrored cells (reflect) or
     the far end (wrap). ``np.pad`` costs 20-40 us of bookkeeping on any array; this is a
-    few slice copies. A reflect or wrap wider than its axis goes to ``np.pad``."""
+    few slice copies, planned once per input shape and pads. A reflect or wrap wider
+    than its axis goes to ``np.pad``."""
     mode = node.attrs["mode"]
+    plans: dict[tuple[Any, ...], Optional[_PadPlan]] = {}
 
     def run(inputs: Inputs, outs: Outs) -> None:
         x, out = _array(inputs, 0), outs[0]
         pads, axes = _array(inputs, 1), inputs[3] if len(inputs) > 3 else None
-        chosen = list(range(x.ndim)) if axes is None else \
-            normalize_axes([int(v) for v in axes.reshape(-1)], x.ndim)
-        amounts = [int(v) for v in pads.reshape(-1)]
-        widths = [(0, 0)] * x.ndim
-        crop: list[slice] = [slice(None)] * x.ndim
-        for position, axis in enumerate(chosen):
-            begin, end = amounts[position], amounts[position + len(chosen)]
-            crop[axis] = slice(max(-begin, 0), x.shape[axis] - max(-end, 0))
-            widths[axis] = (max(begin, 0), max(end, 0))
-        x = x[tuple(crop)]
-        limit = 1 if mode == "reflect" else 0
-        if mode in ("reflect", "wrap") and any(
-                max(b, e) > x.shape[axis] - limit for axis, (b, e) in enumerate(widths)):
-            np.copyto(out, np.pad(x, widths, mode=mode))
+        key = (x.shape, pads.tobytes(), None if axes is None else axes.tobytes())
+        plan = plans.get(key, _UNPLANNED)
+        if plan is _UNPLANNED:
+            if len(plans) >= _PAD_PLANS_KEPT:
+                plans.clear()
+            plan = plans[key] = _pad_plan(x.shape, pads, axes, mode)
+        if plan is None:
+            crop, widths = _pad_widths(x.shape, pads, axes)
+            np.copyto(out, np.pad(x[crop], widths, mode=mode))
             return
-        interior = tuple(slice(b, b + n) for (b, _), n in zip(widths, x.shape))
-        out[interior] = x
-        fill = None
+        out[plan.interior] = x[plan.crop]
         if mode == "constant":
             given = inputs[2] if len(inputs) > 2 else None
             fill = out.dtype.type(0) if given is None or given.size == 0 \
                 else given.reshape(-1)[0]
-        for axis, (begin, end) in enumerate(widths):
-            if not (begin or end):
-                continue
-            size = x.shape[axis]
-
-            def at(part: slice, axis: int = axis) -> tuple[slice, ...]:
-                return (slice(None),) * axis + (part,)
-
-            last = begin + size  # one past the interior
-            if mode == "constant":
-                out[at(slice(0, begin))] = fill
-                out[at(slice(last, last + end))] = fill
-            elif mode == "edge":
-                out[at(slice(0, begin))] = out[at(slice(begin, begin + 1))]
-                out[at(slice(last, last + end))] = out[at(slice(last - 1, last))]
-            elif mode == "reflect":
-                out[at(slice(0, begin))] = out[at(slice(2 * begin, begin, -1))]
-                stop = last - 2 - end
-                out[at(slice(last, last + end))] = \
-                    out[at(slice(last - 2, stop if stop >= 0 else None, -1))]
-            else:  # wrap
-                out[at(slice(0, begin))] = out[at(slice(last - begin, last))]
-                out[at(slice(last, last + end))] = out[at(slice(begin, begin + end))]
+            for target in plan.fills:
+                out[target] = fill
+        for target, source in plan.copies:
+            out[target] = out[source]
 
     return run
+
+
+class _PadPlan:
+    """The slices one Pad writes: x's crop into out's interior, then the borders (the
+    constant's slices, or copies within out, in order)."""
+
+    __slots__ = ("crop", "interior", "fills", "copies")
+
+    def __init__(self, crop: tuple[slice, ...], interior: tuple[slice, ...]) -> None:
+        self.crop, self.interior = crop, interior
+        self.fills: list[tuple[slice, ...]] = []
+        self.copies: list[tuple[tuple[slice, ...], tuple[slice, ...]]] = []
+
+
+_UNPLANNED: Any = object()
+_PAD_PLANS_KEPT = 16
+
+
+def _pad_widths(shape: tuple[int, ...], pads: np.ndarray, axes: Optional[np.ndarray]
+                ) -> tuple[tuple[slice, ...], list[tuple[int, int]]]:
+    """The crop of x (negative pads) and the (before, after) widths of each axis."""
+    ndim = len(shape)
+    chosen = list(range(ndim)) if axes is None else \
+        normalize_axes([int(v) for v in axes.reshape(-1)], ndim)
+    amounts = [int(v) for v in pads.reshape(-1)]
+    widths = [(0, 0)] * ndim
+    crop: list[slice] = [slice(None)] * ndim
+    for position, axis in enumerate(chosen):
+        begin, end = amounts[position], amounts[position + len(chosen)]
+        crop[axis] = slice(max(-begin, 0), shape[axis] - max(-end, 0))
+        widths[axis] = (max(begin, 0), max(end, 0))
+    return tuple(crop), widths
+
+
+def _pad_plan(shape: tuple[int, ...], pads: np.ndarray, axes: Optional[np.ndarray],
+              mode: str) -> Optional[_PadPlan]:
+    """The slices of one Pad, or None where ``np.pad`` must do it (a reflect or wrap
+    wider than its axis)."""
+    crop, widths = _pad_widths(shape, pads, axes)
+    cropped = [len(range(*part.indices(size))) for part, size in zip(crop, shape)]
+    limit = 1 if mode == "reflect" else 0
+    if mode in ("reflect", "wrap") and any(
+            max(b, e) > cropped[axis] - limit for axis, (b, e) in enumerate(widths)):
+        return None
+    plan = _PadPlan(crop, tuple(slice(b, b + n) for (b, _), n in zip(widths, cropped)))
+    for axis, (begin, end) in enumerate(widths):
+        if not (begin or end):
+            continue
+        size = cropped[axis]
+
+        def at(part: slice, axis: int = axis) -> tuple[slice, ...]:
+            return (slice(None),) * axis + (part,)
+
+        last = begin + size  # one past the interior
+        if mode == "constant":
+            plan.fills += [at(slice(0, begin)), at(slice(last, last + end))]
+        elif mode == "edge":
+            plan.copies += [(at(slice(0, begin)), at(slice(begin, begin + 1))),
+                            (at(slice(last, last + end)), at(slice(last - 1, last)))]
+        elif mode == "reflect":
+            stop = last - 2 - end
+            plan.copies += [(at(slice(0, begin)), at(slice(2 * begin, begin, -1))),
+                            (at(slice(last, last + end)),
+                             at(slice(last - 2, stop if stop >= 0 else None, -1)))]
+        else:  # wrap
+            plan.copies += [(at(slice(0, begin)), at(slice(last - begin, last))),
+                            (at(slice(last, last + end)), at(slice(begin, begin + end)))]
+    return plan
 
 
 @_writes("Gather")
