@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Optional
 
@@ -25,7 +26,12 @@ import numpy as np
 from ge.compiler import Executable, IOSpec, compile
 from ge.compiler.loader import BoundPlan, Program, load
 from ge.compiler.profile import Profile
-from ge.compiler.specialize import broken_names, split_dimension_names
+from ge.compiler.specialize import (
+    broken_names,
+    fix_input_shapes,
+    shape_steps,
+    split_dimension_names,
+)
 from ge.errors import ExecutionError, GEError, GERuntimeError, InputError
 from ge.ir import Node, TensorDesc
 from ge.ir.tensor import format_shape
@@ -49,7 +55,8 @@ __all__ = ["Session", "AsyncRun"]
 class Session:
     """Runs a compiled graph; the seed's ``ge.Session(compiled_graph)``."""
 
-    def __init__(self, executable: Executable, threads: Optional[int] = None) -> None:
+    def __init__(self, executable: Executable, threads: Optional[int] = None,
+                 specialize: bool = True) -> None:
         if not isinstance(executable, Executable):
             raise GERuntimeError(f"ge.Session expects the result of ge.compile(graph), "
                                  f"got {type(executable).__name__}")
@@ -75,6 +82,15 @@ class Session:
         # the latest host feed's signature and plan: a feed with the same names, dtypes
         # and shapes skips the checks and the plan lookup (see _Repeat)
         self._repeat: Optional[_Repeat] = None
+        #: whether input shapes run again and again get a plan compiled for them alone
+        #: (see ``shape_specializations``): asked for, and the graph has dynamic inputs
+        #: and computes from their shapes at run time (``specialize.shape_steps``)
+        self.specialize = specialize and not all(spec.desc.is_static
+                                                 for spec in executable.inputs) \
+            and bool(shape_steps(executable.graph))
+        # feed signature -> the session compiled for those shapes, or the error that
+        # compiling it raised (the signature then runs on the dynamic plan)
+        self._by_shapes: dict[tuple[Any, ...], Session | GEError] = {}
 
     # -- description ------------------------------------------------------------------
     @property
@@ -105,12 +121,25 @@ class Session:
             if repeat is not None:
                 arrays = repeat.match(feed)
                 if arrays is not None:
-                    return repeat.run(self, arrays)
+                    if repeat.pending:
+                        repeat.runs += 1
+                        if repeat.runs >= SPECIALIZE_AFTER:
+                            return self._run_specialized(repeat, arrays)
+                    return repeat.run(arrays)
+        if self._by_shapes and type(feed) is dict:
+            found = self._by_shapes.get(_signature(feed))
+            if isinstance(found, Session):
+                outputs = found.run(feed, profile)
+                if profile:
+                    self.last_profile = found.last_profile
+                return outputs
         prepared = self._prepare(feed, "Session.run")
         if not profile:
             outputs = prepared.execute()
             if not prepared.on_device and prepared.session is self:
                 self._repeat = _Repeat(prepared)
+                self._repeat.pending = (self.specialize and len(self._by_shapes) < MAX_SHAPE_PLANS
+                                        and self._repeat.signature not in self._by_shapes)
             return outputs
         timings: list[Timing] = []
         started = time.perf_counter_ns()
@@ -229,6 +258,45 @@ class Session:
                 del self._specialized[next(iter(self._specialized))]
         return session
 
+    def _run_specialized(self, repeat: _Repeat, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+        """Compile the graph for the repeated feed's shapes, run the feed on it and make
+        it the fast path for those shapes; on a compile error, warn once and keep the
+        dynamic plan for them."""
+        repeat.pending = False
+        with self._lock:
+            found = self._by_shapes.get(repeat.signature)
+            if found is None:
+                options = self._executable.options
+                try:
+                    graph = fix_input_shapes(self._executable.graph, repeat.shapes)
+                    found = Session(compile(graph, opt_level=options.get("opt_level", 3),
+                                            engines=options.get("engines"),
+                                            verify=options.get("verify", False),
+                                            streams=options.get("streams"),
+                                            threads=options.get("threads")),
+                                    threads=self.threads, specialize=False)
+                except GEError as error:
+                    warnings.warn(f"GE: compiling {self._executable.graph.name!r} for the "
+                                  f"input shapes {_shapes_text(repeat.shapes)} failed, so "
+                                  f"they run on the dynamic plan: {error}", RuntimeWarning,
+                                  stacklevel=3)
+                    found = error
+                self._by_shapes[repeat.signature] = found
+        if not isinstance(found, Session):
+            return repeat.run(arrays)
+        outputs = found.run(arrays)
+        if found._repeat is not None and self._repeat is repeat:
+            self._repeat = found._repeat  # its runs go straight to the specialized plan
+        return outputs
+
+    @property
+    def shape_specializations(self) -> dict[str, Any]:
+        """The input shapes compiled for on their own (``{input: shape}`` text) and, for
+        each, its executable, or the error that compiling it raised."""
+        return {_shapes_text(dict((name, shape) for name, _, shape in signature)):
+                found.executable if isinstance(found, Session) else found
+                for signature, found in self._by_shapes.items()}
+
     @property
     def specialized(self) -> list[frozenset[str]]:
         """The broken dimension names this session keeps a plan for, oldest first."""
@@ -246,6 +314,10 @@ class Session:
         self._program = None
         self._repeat = None
         self._specialized.clear()
+        for found in self._by_shapes.values():
+            if isinstance(found, Session):
+                found.finalize()
+        self._by_shapes.clear()
         self._arenas.clear()
 
     @property
@@ -335,15 +407,18 @@ class _Repeat:
     time of a small model's run.
     """
 
-    __slots__ = ("program", "plan", "signature", "count", "shapes")
+    __slots__ = ("session", "program", "plan", "signature", "count", "shapes", "pending",
+                 "runs")
 
     def __init__(self, prepared: _PreparedRun) -> None:
         # the plan and the signature only: the fed arrays are the caller's to free
-        self.program, self.plan = prepared.program, prepared.plan
-        self.signature = tuple((name, array.dtype, array.shape)
-                               for name, array in prepared.arrays.items())
+        self.session, self.program, self.plan = prepared.session, prepared.program, prepared.plan
+        self.signature = _signature(prepared.arrays)
         self.count = len(self.signature)
         self.shapes = {name: shape for name, _, shape in self.signature}
+        #: counting runs toward a plan compiled for these shapes alone (Session.run)
+        self.pending = False
+        self.runs = 1
 
     def match(self, feed: Any) -> Optional[dict[str, np.ndarray]]:
         """The feed's arrays when it repeats the signature, else None."""
@@ -357,10 +432,20 @@ class _Repeat:
             arrays[name] = value
         return arrays
 
-    def run(self, session: Session, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+    def run(self, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
         program = self.program
         program.executable.last_plan = (self.shapes, self.plan)
-        return _PreparedRun(session, program, self.plan, arrays, False).execute()
+        return _PreparedRun(self.session, program, self.plan, arrays, False).execute()
+
+
+def _signature(feed: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A host feed's names, dtypes and shapes (an empty tuple entry for anything else)."""
+    return tuple((name, getattr(value, "dtype", None), getattr(value, "shape", None))
+                 for name, value in feed.items())
+
+
+def _shapes_text(shapes: Mapping[str, Any]) -> str:
+    return ", ".join(f"{name} {format_shape(tuple(shape))}" for name, shape in shapes.items())
 
 
 class AsyncRun(Mapping[str, Any]):
@@ -474,6 +559,11 @@ def _is_device_buffer(value: Any) -> bool:
 
 #: plans kept per session for feeds that break the model's dimension names
 MAX_SPECIALIZED = 4
+
+#: consecutive runs of one set of input shapes after which a session compiles the graph
+#: for those shapes alone, and how many such sets one session keeps
+SPECIALIZE_AFTER = 3
+MAX_SHAPE_PLANS = 2
 
 #: idle arenas a session keeps for its next runs (more are made while more runs overlap)
 ARENAS_KEPT = 2

@@ -196,3 +196,91 @@ def test_session_describes_its_inputs_and_outputs():
     assert session.get_outputs()[0] == ("out", TensorDesc((-1, 4)))
     with pytest.raises(GERuntimeError, match="ge.compile"):
         ge.Session(two_input_graph())
+
+
+# -- plans compiled for input shapes that repeat -------------------------------------------
+
+def _shape_switch_model() -> bytes:
+    """x [1, n] -> 2 * relu(x) when n == 4, else -x: an If on the input's length, as an
+    exporter writes a squeeze of a dimension it could not see."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    def constant(name: str, array: np.ndarray) -> object:
+        return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(array))
+
+    then_branch = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), constant("two", np.array(2, np.float32)),
+         helper.make_node("Mul", ["r", "two"], ["doubled"])], "then", [],
+        [helper.make_tensor_value_info("doubled", TensorProto.FLOAT, [1, "n"])])
+    else_branch = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["negated"])], "else", [],
+        [helper.make_tensor_value_info("negated", TensorProto.FLOAT, [1, "n"])])
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             constant("one", np.array(1, np.int64)),
+             helper.make_node("Gather", ["shape", "one"], ["length"]),
+             constant("four", np.array(4, np.int64)),
+             helper.make_node("Equal", ["length", "four"], ["is_four"]),
+             helper.make_node("If", ["is_four"], ["y"], then_branch=then_branch,
+                              else_branch=else_branch)]
+    graph = helper.make_graph(nodes, "switch",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "n"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "n"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return model.SerializeToString()
+
+
+def _switch(x: np.ndarray) -> np.ndarray:
+    return 2 * np.maximum(x, 0) if x.shape[1] == 4 else -x
+
+
+def test_shapes_run_again_and_again_get_a_plan_of_their_own():
+    executable = ge.compile(ge.parse_onnx(_shape_switch_model()))
+    assert "If" in {step.op_type for step in executable.steps}
+    session = ge.Session(executable)
+    rng = np.random.default_rng(0)
+    for run in range(6):
+        x = rng.standard_normal((1, 4)).astype(np.float32)
+        np.testing.assert_array_equal(session.run({"x": x})["y"], _switch(x))
+        assert len(session.shape_specializations) == (run >= 2)
+    (shapes, specialized), = session.shape_specializations.items()
+    assert shapes == "x [1,4]"
+    assert "If" not in {step.op_type for step in specialized.steps}  # the branch inlined
+    for length in (5, 4, 5):  # another shape runs the dynamic plan; then 4 finds its own
+        x = rng.standard_normal((1, length)).astype(np.float32)
+        np.testing.assert_array_equal(session.run({"x": x})["y"], _switch(x))
+    x = rng.standard_normal((1, 4)).astype(np.float32)
+    session.run({"x": x}, profile=True)
+    assert session.last_profile is not None
+    assert "If" not in {step.op_type for step in session.last_profile.steps}
+    assert len(session.shape_specializations) == 1
+
+
+def test_a_session_told_not_to_or_with_nothing_to_fold_keeps_one_plan():
+    executable = ge.compile(ge.parse_onnx(_shape_switch_model()))
+    session = ge.Session(executable, specialize=False)
+    x = np.ones((1, 4), np.float32)
+    for _ in range(5):
+        np.testing.assert_array_equal(session.run({"x": x})["y"], _switch(x))
+    assert session.shape_specializations == {}
+    static = ge.Session(ge.compile(two_input_graph((3, 4), (3, 4))))
+    assert not static.specialize
+    # dynamic, but nothing is computed from the shapes: the plan has nothing to fold
+    assert not ge.Session(ge.compile(two_input_graph())).specialize
+    assert ge.Session(executable).specialize
+
+
+def test_a_specialization_that_fails_to_compile_warns_and_keeps_the_dynamic_plan(monkeypatch):
+    import ge.session as session_module
+    from ge.errors import CompileError
+
+    def failing(*args, **kwargs):
+        raise CompileError("no compiler today")
+
+    session = ge.Session(ge.compile(ge.parse_onnx(_shape_switch_model())))
+    monkeypatch.setattr(session_module, "compile", failing)
+    x = np.full((1, 4), -1.5, np.float32)
+    with pytest.warns(RuntimeWarning, match="no compiler today"):
+        for _ in range(6):
+            np.testing.assert_array_equal(session.run({"x": x})["y"], _switch(x))
+    (error,) = session.shape_specializations.values()
+    assert isinstance(error, CompileError)

@@ -1,4 +1,5 @@
-"""Graphs whose input dimension names are hints, and the plans for feeds that break them.
+"""Graphs whose input dimension names are hints, the plans for feeds that break them,
+and graphs specialized to one set of input shapes.
 
 A model file may name an input dimension (ONNX's ``dim_param``) on several inputs:
 ``input_ids [batch, seq]`` and ``attention_mask [batch, seq]``. GE compiles such a
@@ -8,6 +9,14 @@ some exporters write one generic name on unrelated inputs, so a feed may break t
 For such a feed a session asks ``split_dimension_names`` for the graph with each
 broken name made one name per place it appears (``batch@attention_mask:0``), shapes
 inferred anew, and compiles that once; it keeps a few such plans.
+
+A session that runs a graph with dynamic inputs on the same shapes again and again
+(a streaming model fed fixed-size chunks), where the compiled graph still computes
+from those shapes at run time (``shape_steps``: a ``Shape`` read by arithmetic, an
+``If`` on a length), compiles the graph once more with the shapes fixed
+(``fix_input_shapes``): shape arithmetic then folds to constants, an ``If`` on a shape
+picks its branch at compile time, and engines that need static shapes take the nodes
+they could not before.
 """
 
 from __future__ import annotations
@@ -16,9 +25,10 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 from ge.ir import DIMENSION_NAMES_ARE_HINTS, Graph
-from ge.ops.registry import get_schema, infer_outputs, normalize_attrs
+from ge.ops.registry import Trait, get_schema, has_op, infer_outputs, normalize_attrs
 
-__all__ = ["shared_dimension_names", "broken_names", "split_dimension_names"]
+__all__ = ["shared_dimension_names", "broken_names", "split_dimension_names",
+           "fix_input_shapes", "shape_steps"]
 
 
 def shared_dimension_names(graph: Graph) -> set[str]:
@@ -56,6 +66,49 @@ def split_dimension_names(graph: Graph, names: Iterable[str]) -> Graph:
         shape = [f"{dim}@{data.name}:{axis}" if dim in split else dim
                  for axis, dim in enumerate(data.attrs["shape"])]
         data.attrs["shape"] = shape
+    _infer_again(copy)
+    return copy
+
+
+def fix_input_shapes(graph: Graph, shapes: Mapping[str, Sequence[int]]) -> Graph:
+    """A copy of ``graph`` whose inputs (by ``Data`` node name) have the given static
+    shapes, every shape inferred again; the constants' data is shared, not copied.
+    Raises ``ShapeError`` kin where a shape does not fit the graph."""
+    copy = graph.clone()
+    for value in copy.inputs:
+        data = value.producer
+        fed = shapes.get(data.name)
+        if fed is not None:
+            data.attrs["shape"] = [int(size) for size in fed]
+    _infer_again(copy)
+    return copy
+
+
+def shape_steps(graph: Graph) -> list[str]:
+    """The nodes of ``graph`` that compute only from its inputs' shapes and constants
+    (``Shape``, ``Size`` and what reads only them), and the ``If`` nodes choosing a branch
+    by such a value: run after run they redo what, with the input shapes fixed, folds
+    away at compile time."""
+    derived: set[int] = set()
+    found: list[str] = []
+    for node in graph.topological_order():
+        present = [v for v in node.inputs if v is not None]
+        if node.op_type in ("Shape", "Size"):
+            derived.update(id(v) for v in node.outputs)
+            found.append(node.name)
+        elif node.op_type == "Const":
+            derived.update(id(v) for v in node.outputs)
+        elif node.op_type == "If":
+            if present and id(present[0]) in derived:
+                found.append(node.name)
+        elif present and has_op(node.op_type) and all(id(v) in derived for v in present) \
+                and get_schema(node.op_type).has_trait(Trait.PURE):
+            derived.update(id(v) for v in node.outputs)
+            found.append(node.name)
+    return found
+
+
+def _infer_again(copy: Graph) -> None:
     for node in copy.topological_order():
         schema = get_schema(node.op_type)
         attrs = normalize_attrs(schema, node.attrs, node.name)
@@ -63,4 +116,3 @@ def split_dimension_names(graph: Graph, names: Iterable[str]) -> Graph:
                                                             attrs)):
             value.desc = desc
     copy.validate()
-    return copy
