@@ -224,16 +224,26 @@ def test_concat(axis: int) -> None:
 
 @pytest.mark.parametrize("axis,indices", [(0, [[0, -1], [2, 1]]), (1, [3, -4, 0]), (-1, 2),
                                           (2, np.zeros((0,), np.int64))])
-def test_gather(axis: int, indices: Any) -> None:
-    check("Gather", [sample((3, 4, 5)), np.asarray(indices, np.int64)], {"axis": axis})
+@pytest.mark.parametrize("constant", [False, True])
+def test_gather(axis: int, indices: Any, constant: bool) -> None:
+    check("Gather", [sample((3, 4, 5)), np.asarray(indices, np.int64)], {"axis": axis},
+          const=(1,) if constant else ())
 
 
-def test_gather_refuses_an_index_out_of_range() -> None:
-    x, indices = sample((3, 4)), np.array([0, 3], np.int64)
-    writer = writers.writer_for(node_for("Gather", [x, indices]))
+@pytest.mark.parametrize("constant", [False, True])
+@pytest.mark.parametrize("indices", [[0, 3], 3, -4])
+def test_gather_refuses_an_index_out_of_range(indices: Any, constant: bool) -> None:
+    x, given = sample((3, 4)), np.array(indices, np.int64)
+    node = node_for("Gather", [x, given])
+    if constant:  # x's rows known only when it runs: the range is checked then
+        graph = Graph("late")
+        data = create_node("Data", [], {"shape": [-1, 4]}, "x", graph)
+        node = create_node("Gather", [data, create_node("Const", [], {"value": Tensor(given)},
+                                                        "indices", graph)], {}, "op", graph)
+    writer = writers.writer_for(node)
     assert writer is not None
     with pytest.raises(IndexError):
-        writer([x, indices], [np.empty((2, 4), np.float32)])
+        writer([x, given], [np.empty(given.shape + (4,), np.float32)])
 
 
 @pytest.mark.parametrize("op_type,dtype", [

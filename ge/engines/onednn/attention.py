@@ -223,12 +223,11 @@ def bind_attention(node: Node) -> BoundNode:
             return
         if plan.masked:
             assert bias is not None
-            plan.scores.run((_lib.pointer(q), _lib.pointer(k_t), _lib.pointer(scores),
-                             _lib.pointer(bias)))
+            plan.scores.run_arrays((q, k_t, scores, bias))
         else:
-            plan.scores.run((_lib.pointer(q), _lib.pointer(k_t), _lib.pointer(scores)))
-        plan.softmax.run((_lib.pointer(scores), _lib.pointer(scores)))
-        plan.values.run((_lib.pointer(scores), _lib.pointer(v), _lib.pointer(out_view)))
+            plan.scores.run_arrays((q, k_t, scores))
+        plan.softmax.run_arrays((scores, scores))
+        plan.values.run_arrays((scores, v, out_view))
 
     def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
         q, k, v = inputs[0], inputs[1], inputs[2]

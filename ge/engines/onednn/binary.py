@@ -109,7 +109,7 @@ def bind_binary(node: Node) -> BoundNode:
         if primitive is None:
             fallback(inputs, outs)
             return
-        primitive.run((_lib.pointer(a), _lib.pointer(b), _lib.pointer(out)))
+        primitive.run_arrays((a, b, out))
 
     def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
         a, b = inputs

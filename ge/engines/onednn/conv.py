@@ -152,7 +152,7 @@ class _Fallback:
         if primitive is None:
             self(inputs, outs)
         else:
-            primitive.run((_lib.pointer(x), _lib.pointer(out)))
+            primitive.run_arrays((x, out))
 
 
 def bind_conv(node: Node) -> BoundNode:
@@ -221,9 +221,9 @@ def bind_conv(node: Node) -> BoundNode:
             fallback(inputs, outs)
             return
         if residual is None:
-            primitive.run((_lib.pointer(x), _lib.pointer(out)))
+            primitive.run_arrays((x, out))
         else:
-            primitive.run((_lib.pointer(x), _lib.pointer(out), _lib.pointer(residual)))
+            primitive.run_arrays((x, out, residual))
 
     def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
         shape = _output_shape(node, inputs)

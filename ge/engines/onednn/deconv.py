@@ -196,11 +196,11 @@ def bind_conv_transpose(node: Node) -> BoundNode:
             return
         source, dest = steps.buffers(scratch)
         if steps.into is None:  # the tiling kernel reads the input where it lies
-            steps.main.run((_lib.pointer(x), _lib.pointer(dest)))
+            steps.main.run_arrays((x, dest))
         else:
-            steps.into.run((_lib.pointer(x), _lib.pointer(source)))
-            steps.main.run((_lib.pointer(source), _lib.pointer(dest)))
-        steps.out_of.run((_lib.pointer(dest), _lib.pointer(out)))
+            steps.into.run_arrays((x, source))
+            steps.main.run_arrays((source, dest))
+        steps.out_of.run_arrays((dest, out))
 
     def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
         x = inputs[0]

@@ -180,9 +180,9 @@ def _bind_weighted(node: Node) -> BoundNode:
                 fallback(inputs, outs)
                 return
             row = np.ascontiguousarray(given, dtype=np.float32)
-            primitive.run((_lib.pointer(rows), _lib.pointer(flat), _lib.pointer(row)))
+            primitive.run_arrays((rows, flat, row))
         else:
-            primitive.run((_lib.pointer(rows), _lib.pointer(flat)))
+            primitive.run_arrays((rows, flat))
 
     def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
         x = inputs[0]
@@ -226,7 +226,7 @@ def _bind_batched(node: Node) -> BoundNode:
         if primitive is None:
             fallback(inputs, outs)
             return
-        primitive.run((_lib.pointer(a), _lib.pointer(b), _lib.pointer(out)))
+        primitive.run_arrays((a, b, out))
 
     def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
         a, b = inputs[0], inputs[1]

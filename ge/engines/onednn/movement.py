@@ -163,7 +163,7 @@ def bind_resize(node: Node) -> BoundNode:
         if entry is None or entry[1] != out.shape or not out.flags.c_contiguous:
             fallback(inputs, outs)
             return
-        entry[0].run((_lib.pointer(x), _lib.pointer(out)))
+        entry[0].run_arrays((x, out))
 
     def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
         x = inputs[0]
@@ -224,7 +224,7 @@ def bind_transpose(node: Node) -> BoundNode:
         if primitive is None:
             np.copyto(out, x.transpose(perm))
             return
-        primitive.run((_lib.pointer(x), _lib.pointer(out)))
+        primitive.run_arrays((x, out))
 
     def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
         x = inputs[0]

@@ -20,6 +20,7 @@ from ge.engines.numpy.writers._base import (
 from ge.engines.transpose import Transposer
 from ge.ir import Node
 from ge.ops.fused_matmul import gelu_erf
+from ge.ops.registry import const_value
 from ge.ops.shape_utils import normalize_axes, normalize_axis
 from ge.ops.tensor_ops import slice_index
 
@@ -214,7 +215,12 @@ def _pad_plan(shape: tuple[int, ...], pads: np.ndarray, axes: Optional[np.ndarra
 
 @_writes("Gather")
 def _gather(node: Node) -> Optional[WritingKernel]:
-    """``take(x, indices, axis, out=out)``; negative indices count from the end."""
+    """``take(x, indices, axis, out=out)``; negative indices count from the end. Constant
+    indices are checked against the axis's size range once; a constant scalar index is
+    a plain index copy (``out[...] = x[:, :, i]``)."""
+    data, constant = node.inputs[0], const_value(node.inputs[1])
+    if data is not None and constant is not None and constant.size:
+        return _gather_constant(normalize_axis(node.attrs["axis"], data.rank), constant)
 
     def run(inputs: Inputs, outs: Outs) -> None:
         x, indices = _array(inputs, 0), _array(inputs, 1)
@@ -228,6 +234,25 @@ def _gather(node: Node) -> Optional[WritingKernel]:
             raise IndexError(f"Gather: index {bad} is out of range for axis {axis} of size "
                              f"{dim}")
         np.take(x, indices, axis=axis, out=outs[0], mode="wrap")  # in range: wrap = Python
+
+    return run
+
+
+def _gather_constant(axis: int, indices: np.ndarray) -> WritingKernel:
+    low, high = int(indices.min()), int(indices.max())
+    index = (slice(None),) * axis + (int(indices),) if indices.ndim == 0 else None
+
+    def run(inputs: Inputs, outs: Outs) -> None:
+        x = _array(inputs, 0)
+        dim = x.shape[axis]
+        if low < -dim or high >= dim:
+            bad = low if low < -dim else high
+            raise IndexError(f"Gather: index {bad} is out of range for axis {axis} of size "
+                             f"{dim}")
+        if index is not None:
+            np.copyto(outs[0], x[index])
+        else:
+            np.take(x, indices, axis=axis, out=outs[0], mode="wrap")
 
     return run
 
