@@ -374,9 +374,11 @@ class _PreparedRun:
             with limited(self.session.threads, blas=1 if program.quiet_blas else None):
                 _execute(program, self.plan, arena, values, given,
                          self.session._stream_workers, timings, self.session.threads)
-            results = {spec.name: self.session._result(spec, values[spec.slot],
-                                                       self.arrays.values(), arena)
-                       for spec in executable.outputs}
+            fresh, check = self.plan.fresh, self.session._result
+            results: dict[str, np.ndarray] = {
+                spec.name: values[spec.slot] if spec.slot in fresh else  # type: ignore[misc]
+                check(spec, values[spec.slot], self.arrays.values(), arena)
+                for spec in executable.outputs}
         except BaseException:
             self._free_outputs()
             raise

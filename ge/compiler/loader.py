@@ -55,6 +55,10 @@ class BoundPlan:
     #: on several streams, per step the steps of other streams it waits for: data
     #: dependencies and, for arena bytes reused, the earlier users of those bytes
     waits: tuple[tuple[int, ...], ...] = ()
+    #: output slots a writer fills in a buffer of their own, made for the run with the
+    #: output's declared dtype: handed to the caller as they are, without the checks
+    #: for arrays that may share memory with the arena or the feed
+    fresh: frozenset[int] = frozenset()
 
     def report(self, signature: dict[str, tuple[int, ...]]) -> dict[str, Any]:
         """``executable.memory``: the plan's figures and what ran outside it."""
@@ -119,6 +123,8 @@ class Program:
         outs: list[tuple[OutSpec, ...]] = []
         copied: Counter[str] = Counter()
         kept: Counter[str] = Counter()
+        fresh: set[int] = set()
+        declared = {spec.slot: spec.desc.dtype.np_dtype for spec in self.executable.outputs}
         for index, (task, step) in enumerate(zip(self.tasks, steps)):
             specs = tuple(_out_spec(slot, memory, outputs) for slot in task.outputs)
             if index in memory.views:
@@ -134,6 +140,9 @@ class Program:
                     kept[step.op_type] += 1
             modes.append(mode)
             outs.append(specs)
+            if mode is Mode.WRITE:
+                fresh.update(slot for slot, spec in zip(task.outputs, specs)
+                             if spec.offset == FRESH and declared.get(slot) == spec.dtype)
         waits: tuple[tuple[int, ...], ...] = ()
         if self.executable.stream_count > 1:
             sizes = {slot: _nbytes(memory.descs[slot]) for slot in memory.offsets}
@@ -143,7 +152,7 @@ class Program:
                      for d, m in zip(data_producers(steps), memory_preds)]
             waits = tuple(tuple(w) for w in ordering_waits(self.executable.streams, preds))
         return BoundPlan(memory, TaskPlan(tuple(modes), tuple(outs), memory.arena_bytes),
-                         dict(copied), dict(kept), waits)
+                         dict(copied), dict(kept), waits, frozenset(fresh))
 
 
 def _nbytes(desc: tuple[tuple[int, ...], np.dtype]) -> int:
