@@ -27,11 +27,14 @@ from ge.passes.rewrite import RewritePass, Rule
 
 __all__ = ["BatchNormFoldingPass", "ConvFusionPass", "BatchNormIntoConvFusion",
            "ConvBNReLUFoldingFusion", "ConvBiasFusion", "ConvActivationFusion",
-           "ConvResidualFusion", "ConvResidualActivationFusion", "activation_attrs"]
+           "ConvResidualFusion", "ConvResidualActivationFusion", "ConvViewActivationFusion",
+           "activation_attrs"]
 
 _CONV_ATTRS = fused_conv.CONV_ATTRS
 _ACTIVATION_OPS = tuple(sorted({op for op in fused_conv.ACTIVATIONS.values() if op}))
 _MAX_REPORTED_REFUSALS = 3
+#: the ops that only re-shape their data input (an activation commutes with them)
+_VIEW_OPS = ("Reshape", "Squeeze", "Unsqueeze", "Flatten")
 
 
 # -- helpers ----------------------------------------------------------------------------
@@ -468,6 +471,35 @@ class ConvResidualActivationFusion(_ConvRule):
         return _fused(graph, match.node("conv"), match.value("residual"), extra)
 
 
+class ConvViewActivationFusion(_ConvRule):
+    """act(view(Conv2D(x, W, b))) -> view(FusedConv2D(x, W, b, activation=act)) where the
+    view (Reshape, Squeeze, Unsqueeze or Flatten) reads only the convolution: a Conv1d's
+    squeeze back to 3-D, or a flatten, between the convolution and its activation. The
+    activation is elementwise, so it gives the same elements before the view as after.
+    Refuses what ``ConvActivationFusion`` refuses."""
+
+    summary = "fused {kinds} into FusedConv2D before the view"
+    pattern = Pattern(Node(_ACTIVATION_OPS, name="act", inputs=[
+        Node(_VIEW_OPS, name="view", inputs=[_conv_pattern()])]))
+
+    def kind(self, match: Match) -> str:
+        return _kind_with_activation(match)
+
+    def why_not(self, match: Match) -> Optional[str]:
+        found = activation_attrs(match.node("act"))
+        return found if isinstance(found, str) else None
+
+    def build(self, match: Match, graph: Graph) -> Sequence[Value]:
+        extra = activation_attrs(match.node("act"))
+        assert not isinstance(extra, str)
+        view = match.node("view")
+        fused = _fused(graph, match.node("conv"), None, extra)[0]
+        again = create_node(view.op_type, [fused, *view.inputs[1:]], dict(view.attrs),
+                            graph.unique_name(view.name), graph)
+        again.outputs[0].format = view.outputs[0].format
+        return [again.outputs[0]]
+
+
 def _not_before_activation(adder: IRNode) -> Union[bool, str]:
     """A pattern condition: the Add's only consumer is not an activation that
     ``ConvResidualActivationFusion`` will take together with it."""
@@ -530,4 +562,5 @@ class ConvFusionPass(_ConvRewritePass):
 
     def __init__(self) -> None:
         super().__init__([ConvBiasFusion(), ConvResidualActivationFusion(),
-                          ConvActivationFusion(), ConvResidualFusion()], name="ConvFusionPass")
+                          ConvActivationFusion(), ConvViewActivationFusion(),
+                          ConvResidualFusion()], name="ConvFusionPass")

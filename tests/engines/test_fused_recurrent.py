@@ -326,3 +326,24 @@ def test_declined_cells_run_on_another_engine(case):
     assert op_type not in engines.get("fused", {})
     other = next(name for name, ops in engines.items() if op_type in ops)
     check(op_type, inputs, attributes(op_type, cell_attrs, "forward"), engine=other)
+
+
+def test_lstm_states_written_over_the_initial_states_they_start_from():
+    """The writer updates a forward LSTM's states in its Y_h and Y_c buffers, unless an
+    initial state lies there (a memory plan may give a dying input's bytes to an output):
+    with Y_h written over initial_c and Y_c over initial_h it gives what fresh buffers
+    get."""
+    inputs = make_inputs("LSTM", "forward", seq=4, batch=2, hidden=6)
+    node = _node("LSTM", inputs, attributes("LSTM", {}, "forward", hidden=6))
+    bound = get_engine("fused").bind_node(node)
+    assert bound.writer is not None
+    arrays = [inputs.get(name) for name in NAMES["LSTM"]]
+    want = get_engine("numpy").bind(node)(arrays)
+    fresh = [np.empty_like(w) for w in want]
+    bound.writer(arrays, fresh)
+    h0, c0 = inputs["initial_h"].copy(), inputs["initial_c"].copy()
+    swapped = [np.empty_like(want[0]), c0, h0]  # Y_h over initial_c, Y_c over initial_h
+    bound.writer([*arrays[:5], h0, c0, *arrays[7:]], swapped)
+    for got_fresh, got_swapped, expected in zip(fresh, swapped, want):
+        assert_close(got_fresh, expected, accumulate=True)
+        np.testing.assert_array_equal(got_swapped, got_fresh)

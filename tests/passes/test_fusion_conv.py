@@ -240,6 +240,38 @@ def test_add_of_two_convolutions_fuses_the_one_used_once():
     assert fused.inputs[3].name == "shared"
 
 
+@pytest.mark.parametrize("view,activation", [("Squeeze", "Relu"), ("Flatten", "Sigmoid"),
+                                             ("Reshape", "LeakyRelu")])
+def test_an_activation_after_a_view_of_the_convolution_fuses_before_the_view(view, activation):
+    graph = ge.Graph("conv1d_end")
+    c = conv(graph, data(graph, "x", (1, 4, 1, 7)), "conv", cout=5)
+    if view == "Squeeze":
+        shaped = op(graph, "Squeeze", [c, create_node(
+            "Const", [], {"value": ge.Tensor(np.array([2], np.int64))}, "axes", graph)], "view")
+    elif view == "Flatten":
+        shaped = op(graph, "Flatten", [c], "view", axis=1)
+    else:
+        shaped = op(graph, "Reshape", [c, create_node(
+            "Const", [], {"value": ge.Tensor(np.array([5, 7], np.int64))}, "shape", graph)],
+            "view")
+    attrs = {"alpha": 0.2} if activation == "LeakyRelu" else {}
+    graph.set_outputs([op(graph, activation, [shaped], "act", **attrs)])
+    after, result = apply(ConvFusionPass(), graph)
+    assert compute_ops(after) == ["FusedConv2D", view]
+    fused = after.node("act").inputs[0].producer
+    assert fused.attrs["activation"] == activation
+    assert result.notes == [f"fused 1 Conv2D+{view}+{activation} into FusedConv2D before the view"]
+
+
+def test_a_view_read_elsewhere_keeps_the_activation_apart():
+    graph = ge.Graph("peek_view")
+    c = conv(graph, data(graph, "x", (1, 4, 1, 7)), "conv")
+    shaped = op(graph, "Flatten", [c], "view", axis=1)
+    graph.set_outputs([op(graph, "Relu", [shaped], "act"), shaped])
+    after, result = apply(ConvFusionPass(), graph)
+    assert compute_ops(after) == ["Conv2D", "Flatten", "Relu"] and not result.changed
+
+
 def test_convolution_with_another_consumer_is_not_fused():
     graph = ge.Graph("peek")
     c = conv(graph, data(graph, "x", (1, 3, 5, 5)), "conv")

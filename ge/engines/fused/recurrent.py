@@ -549,6 +549,10 @@ def _layout_direction(node: Node, d: int, relu: bool) -> _Direction:
     return _Direction(reverse, bias, transposed, candidate, candidate_bias, peephole, relu)
 
 
+#: sizes (sequence length, batch) a bound node keeps its geometry and lengths for
+_KEPT_SIZES = 8
+
+
 class RecurrentKernel:
     """A bound LSTM, GRU or RNN node: calling it returns new output arrays; ``write``
     fills given ones."""
@@ -573,6 +577,8 @@ class RecurrentKernel:
         clip = node.attrs.get("clip")
         self.clip = np.float32(np.inf if clip is None else clip)
         self.input_forget = bool(node.attrs.get("input_forget", 0))
+        self._geometries: dict[tuple[int, int, int], np.ndarray] = {}
+        self._lengths: dict[tuple[int, int], np.ndarray] = {}
         self.linear_before_reset = bool(node.attrs.get("linear_before_reset", 0))
 
     def shapes(self, x: np.ndarray) -> list[tuple[int, ...]]:
@@ -601,18 +607,20 @@ class RecurrentKernel:
         x = np.ascontiguousarray(given, np.float32)
         seq, batch = (x.shape[1], x.shape[0]) if self.layout else (x.shape[0], x.shape[1])
         projection = np.dot(x.reshape(seq * batch, self.input_size), self.input_weights)
-        lengths = _lengths(inputs[_LENS] if len(inputs) > _LENS else None, seq, batch)
+        given_lengths = inputs[_LENS] if len(inputs) > _LENS else None
+        lengths = self._full_lengths(seq, batch) if given_lengths is None else \
+            _lengths(given_lengths, seq, batch)
         y = outs[0] if outs else np.empty(self.shapes(x)[0], np.float32)
         rows = y.reshape(seq * self.directions * batch, self.hidden)
         for d, weights in enumerate(self.per_direction):
             geometry = self._geometry(d, seq, batch)
-            h = self._state(inputs, _H0, d, batch)
+            h, h_in_place = self._state(inputs, _H0, d, batch, outs, 1)
             if self.op_type == "LSTM":
-                c = self._state(inputs, _C0, d, batch)
+                c, c_in_place = self._state(inputs, _C0, d, batch, outs, 2)
                 self.loop(projection, geometry, lengths, weights.reverse, weights.bias,
                           weights.transposed, weights.peephole, self.clip, self.input_forget,
                           h, c, rows)
-                if len(outs) > 2:
+                if len(outs) > 2 and not c_in_place:
                     self._store(outs[2], d, c)
             elif self.op_type == "GRU":
                 self.loop(projection, geometry, lengths, weights.reverse, weights.bias,
@@ -621,28 +629,60 @@ class RecurrentKernel:
             else:
                 self.loop(projection, geometry, lengths, weights.reverse, weights.bias,
                           weights.transposed, self.clip, weights.relu, h, rows)
-            if len(outs) > 1:
+            if len(outs) > 1 and not h_in_place:
                 self._store(outs[1], d, h)
 
     def _geometry(self, d: int, seq: int, batch: int) -> np.ndarray:
         """Where direction ``d`` reads its projected input and writes Y's rows: the
         projection's first column, time and batch strides; Y's first row, time and batch
-        strides (Y as rows of ``hidden``); the sequence length."""
+        strides (Y as rows of ``hidden``); the sequence length. Kept per size (the loops
+        only read it)."""
+        key = (d, seq, batch)
+        found = self._geometries.get(key)
+        if found is not None:
+            return found
         directions = self.directions
         if self.layout == 0:
             strides = (batch, 1, d * batch, directions * batch, 1)
         else:
             strides = (1, seq, d, directions, seq * directions)
-        return np.array((d * self.width, *strides, seq), np.int64)
+        found = np.array((d * self.width, *strides, seq), np.int64)
+        if len(self._geometries) >= _KEPT_SIZES:
+            self._geometries.clear()
+        self._geometries[key] = found
+        return found
+
+    def _full_lengths(self, seq: int, batch: int) -> np.ndarray:
+        """Every batch entry's length ``seq`` (no ``sequence_lens`` given), kept per size."""
+        key = (seq, batch)
+        found = self._lengths.get(key)
+        if found is None:
+            if len(self._lengths) >= _KEPT_SIZES:
+                self._lengths.clear()
+            found = self._lengths[key] = _lengths(None, seq, batch)
+        return found
 
     def _state(self, inputs: Sequence[Optional[np.ndarray]], index: int, d: int,
-               batch: int) -> np.ndarray:
-        """Direction ``d``'s initial state as a fresh [batch, hidden] array."""
+               batch: int, outs: Sequence[np.ndarray], out: int) -> tuple[np.ndarray, bool]:
+        """Direction ``d``'s initial state as a [batch, hidden] array the loop updates in
+        place, and whether it is the output ``outs[out]``'s own rows (where they are one
+        contiguous block: one direction, the default layout) or a fresh array."""
         given = inputs[index] if len(inputs) > index else None
+        target: Optional[np.ndarray] = None
+        if len(outs) > out and self.layout == 0 and self.directions == 1:
+            target = outs[out][0]
+            for state in inputs[_H0:_C0 + 1]:
+                if state is not None and np.may_share_memory(state, target):
+                    target = None  # an initial state lies where this new one goes
+                    break
+        in_place = target is not None
+        if target is None:
+            target = np.empty((batch, self.hidden), np.float32)
         if given is None:
-            return np.zeros((batch, self.hidden), np.float32)
-        state = given[:, d] if self.layout else given[d]
-        return np.array(state, np.float32, order="C")
+            target.fill(0)
+        else:
+            np.copyto(target, given[:, d] if self.layout else given[d])
+        return target, in_place
 
     def _store(self, out: np.ndarray, d: int, state: np.ndarray) -> None:
         if self.layout:
