@@ -170,11 +170,19 @@ def _out_spec(slot: int, memory: MemoryPlan, outputs: set[int]) -> OutSpec:
 
 
 def step_uses(executable: Executable) -> tuple[StepUse, ...]:
-    """What each step reads and writes, and whether its op is a view or may run in place."""
-    return tuple(StepUse(step.inputs, step.outputs,
-                         view=op_has_trait(step.op_type, Trait.VIEW),
-                         inplace=op_has_trait(step.op_type, Trait.INPLACE))
-                 for step in executable.steps)
+    """What each step reads and writes, and whether its op is a view or may run in place
+    (over input 0 by its op's trait, or over the input its engine names)."""
+    nodes = {node.name: node for node in executable.graph.nodes}
+    uses = []
+    for step in executable.steps:
+        over = None if op_has_trait(step.op_type, Trait.INPLACE) else \
+            get_engine(step.engine).inplace_input(nodes[step.node])
+        uses.append(StepUse(step.inputs, step.outputs,
+                            view=op_has_trait(step.op_type, Trait.VIEW),
+                            inplace=over is not None or op_has_trait(step.op_type,
+                                                                      Trait.INPLACE),
+                            inplace_input=over or 0, exclusive=over is not None))
+    return tuple(uses)
 
 
 def pinned_slots(executable: Executable) -> frozenset[int]:

@@ -11,8 +11,9 @@ steady-state run allocates no per-op buffers. Its contract:
 
 - each ``outs[i]`` is a C-contiguous array of exactly output ``i``'s shape and dtype;
 - ``outs[0]`` may be input 0's very buffer (same shape and dtype) when the op has the
-  ``INPLACE`` trait and the planner chose to run it in place; no out overlaps any input
-  in any other way;
+  ``INPLACE`` trait, or input ``k``'s when the engine's ``inplace_input(node)`` answers
+  ``k`` (a convolution's residual, added where it lies), and the planner chose to run
+  it in place; no out overlaps any input in any other way;
 - the values written equal what ``bind``'s kernel returns, within the op's tolerance.
 
 A node without a writer runs through ``bind`` and its result is copied into its slot;
@@ -71,6 +72,12 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     def supports(self, node: Node) -> bool:
         """True when this engine has a kernel for ``node`` (its type, dtypes, attributes)."""
+
+    def inplace_input(self, node: Node) -> Optional[int]:
+        """The input (beyond input 0 of an op with the ``INPLACE`` trait) whose buffer
+        this engine's writer for ``node`` may be handed as output 0, reading it through
+        the output; None (the default) for none."""
+        return None
 
     def estimate(self, node: Node) -> Cost:
         """The estimated cost of ``node`` on this engine (the registry's estimate by default)."""

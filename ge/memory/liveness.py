@@ -9,9 +9,12 @@ and which run in place, and the figures the memory report prints.
 - A **view** step (an op with the ``VIEW`` trait: Reshape, Flatten, Squeeze, ...)
   stores nothing: its output is input 0's buffer re-shaped, and that buffer lives
   until the view's last reader too.
-- An **in-place** step (an op with the ``INPLACE`` trait) writes output 0 over input 0
-  when input 0's buffer dies at that step, both have the same shape and dtype, no other
-  input of the step reads that buffer, and neither is a graph input, constant or output.
+- An **in-place** step (an op with the ``INPLACE`` trait, or a kernel that reads one
+  input through its output: a convolution adding its residual where it lies) writes
+  output 0 over that input (input 0 for the trait) when the input's buffer dies at that
+  step, both have the same shape and dtype, no other input of the step reads that
+  buffer (but for the same value read twice by an elementwise op), and neither is a
+  graph input, constant or output.
 """
 
 from __future__ import annotations
@@ -37,7 +40,12 @@ class StepUse:
     inputs: tuple[int, ...]  # -1: absent optional input
     outputs: tuple[int, ...]
     view: bool = False  # output 0 is input 0's data re-shaped
-    inplace: bool = False  # output 0 may overwrite input 0
+    inplace: bool = False  # output 0 may overwrite input ``inplace_input``
+    inplace_input: int = 0
+    #: the overwritten buffer may not be read through another input as well (an
+    #: elementwise op may write over x in Add(x, x); a convolution may not write over
+    #: a residual that is also the image it slides its window over)
+    exclusive: bool = False
 
 
 def _nbytes(desc: SlotDesc) -> int:
@@ -122,9 +130,10 @@ def plan_memory(steps: Sequence[StepUse], descs: dict[int, SlotDesc], pinned: se
     views: set[int] = set()
     in_place: set[int] = set()
     for index, step in enumerate(steps):
-        if not step.outputs or not step.inputs or step.inputs[0] < 0:
+        over = step.inplace_input if step.inplace else 0
+        if not step.outputs or len(step.inputs) <= over or step.inputs[over] < 0:
             continue
-        source, target = step.inputs[0], step.outputs[0]
+        source, target = step.inputs[over], step.outputs[0]
         if target in pinned or target not in descs:
             continue
         if step.view and source in descs and _nbytes(descs[source]) == _nbytes(descs[target]):
@@ -133,8 +142,9 @@ def plan_memory(steps: Sequence[StepUse], descs: dict[int, SlotDesc], pinned: se
         elif (step.inplace and inplace and source in descs and descs[source] == descs[target]
               and group(source) not in pinned and source not in pinned
               and group_last(group(source)) == index
-              and all(s < 0 or s == source or group(s) != group(source)
-                      for s in step.inputs[1:])):
+              and all(s < 0 or (s == source and not step.exclusive)
+                      or group(s) != group(source)
+                      for k, s in enumerate(step.inputs) if k != over)):
             join(target, group(source))
             in_place.add(index)
 

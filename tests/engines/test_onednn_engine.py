@@ -183,6 +183,62 @@ def test_a_configuration_onednn_refuses_runs_on_the_next_engine(monkeypatch):
                                      "strides": [2, 2], "padding": "SAME"})
 
 
+def _residual_block() -> ge.Graph:
+    """-relu(conv_b(relu(conv_a(x))) + y) with y = conv_c(x): y dies at the fused
+    convolution that adds it, so the memory plan may write that output over it."""
+    graph = ge.Graph("block")
+    x = create_node("Data", [], {"shape": [2, 7, 7, 8]}, "x", graph)
+    conv = {"data_format": "NHWC", "strides": [1, 1], "pads": [1, 1, 1, 1], "groups": 1}
+
+    def weights(name: str) -> Any:
+        return create_node("Const", [], {"value": ge.Tensor(_f32(3, 3, 8, 8) * 0.3)}, name,
+                           graph)
+
+    side = create_node("Conv2D", [x, weights("wc")], conv, "side", graph)
+    a = create_node("FusedConv2D", [x, weights("wa")], {**conv, "activation": "Relu"}, "a",
+                    graph)
+    end = create_node("FusedConv2D", [a, weights("wb"), None, side],
+                      {**conv, "activation": "Relu"}, "end", graph)
+    graph.set_outputs([create_node("Neg", [end], {}, "op", graph)])
+    return graph
+
+
+@pytest.mark.parametrize("refused", [False, True])
+def test_a_residual_that_dies_is_added_in_place(refused, monkeypatch):
+    """The plan writes the output over the residual; the kernel adds what it finds there
+    (a sum post-op), and the next engine, where oneDNN refuses, gets a copy of it."""
+    graph = _residual_block()
+    if refused:
+        def refuse(*args: Any, **kwargs: Any) -> Any:
+            raise ge.errors.UnsupportedOpError("refused (test)")
+
+        monkeypatch.setattr(_lib, "convolution", refuse)
+    executable = ge.compile(graph, opt_level=0, engines=["onednn", "numpy"])
+    session = ge.Session(executable)
+    feed = {"x": _f32(2, 7, 7, 8)}
+    got = session.run(feed)["op"]
+    index = next(i for i, step in enumerate(executable.steps) if step.node == "end")
+    plan = session._program.plan_for({"x": (2, 7, 7, 8)}).memory
+    assert index in plan.inplace
+    for _ in range(3):  # the straight-line runner too
+        np.testing.assert_array_equal(session.run(feed)["op"], got)
+    assert_close(got, _reference(graph, feed), accumulate=True)
+
+
+def test_a_residual_that_is_also_the_image_is_not_overwritten():
+    graph = ge.Graph("self")
+    x = create_node("Data", [], {"shape": [1, 6, 6, 4]}, "x", graph)
+    a = create_node("Relu", [x], {}, "a", graph)
+    filt = create_node("Const", [], {"value": ge.Tensor(_f32(3, 3, 4, 4))}, "w", graph)
+    graph.set_outputs([create_node("FusedConv2D", [a, filt, None, a],
+                                   {"data_format": "NHWC", "padding": "SAME"}, "op", graph)])
+    executable = ge.compile(graph, opt_level=0, engines=["onednn", "numpy"])
+    session = ge.Session(executable)
+    feed = {"x": _f32(1, 6, 6, 4)}
+    assert_close(session.run(feed)["op"], _reference(graph, feed), accumulate=True)
+    assert not session._program.plan_for({"x": (1, 6, 6, 4)}).memory.inplace - {0}
+
+
 POOL_CASES = [
     ("MaxPool", [3, 3], [2, 2], [1, 1, 1, 1], "EXPLICIT", False, {}),
     ("MaxPool", [2, 2], [2, 2], None, "VALID", False, {}),

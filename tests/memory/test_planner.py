@@ -85,6 +85,32 @@ def test_in_place_takes_the_dying_input_only():
     assert off.inplace_count == 0
 
 
+def test_in_place_over_another_input_takes_it_only_when_nothing_else_reads_it():
+    f32 = np.dtype(np.float32)
+    descs = {s: ((64,), f32) for s in range(8)}
+    # r = f(x); a = g(x); y = conv(a, w, -, r): r dies at y, so y goes over it
+    over_residual = StepUse((2, -1, -1, 1), (3,), inplace=True, inplace_input=3,
+                            exclusive=True)
+    plan = plan_memory([StepUse((0,), (1,)), StepUse((0,), (2,)), over_residual,
+                        StepUse((3,), (4,))], descs, pinned={0, 4})
+    assert plan.inplace == {2} and plan.offsets[3] == plan.offsets[1]
+    # the residual is also the image the convolution reads: never over it
+    same_image = StepUse((1, -1, -1, 1), (3,), inplace=True, inplace_input=3,
+                         exclusive=True)
+    plan = plan_memory([StepUse((0,), (1,)), same_image, StepUse((3,), (4,))], descs,
+                       pinned={0, 4})
+    assert plan.inplace_count == 0 and plan.offsets[3] != plan.offsets[1]
+    # an elementwise op (not exclusive) may write over x in x + x
+    doubled = StepUse((1, 1), (3,), inplace=True)
+    plan = plan_memory([StepUse((0,), (1,)), doubled, StepUse((3,), (4,))], descs,
+                       pinned={0, 4})
+    assert plan.inplace == {1}
+    # the residual read later: not in place
+    plan = plan_memory([StepUse((0,), (1,)), StepUse((0,), (2,)), over_residual,
+                        StepUse((1, 3), (4,))], descs, pinned={0, 4})
+    assert plan.inplace_count == 0
+
+
 def test_never_in_place_over_a_graph_input_or_into_a_graph_output():
     f32 = np.dtype(np.float32)
     descs = {s: ((8,), f32) for s in range(3)}

@@ -103,6 +103,14 @@ class OneDNNEngine(Engine):
         _register_pool()
         return entry[1](node)
 
+    def inplace_input(self, node: Node) -> Optional[int]:
+        """A FusedConv2D's residual (input 3): its writer adds it where it lies, with a
+        sum post-op, when the plan hands it the residual's buffer as the output."""
+        if node.op_type == "FusedConv2D" and len(node.inputs) > 3 \
+                and node.inputs[3] is not None:
+            return 3
+        return None
+
     def bind(self, node: Node) -> BoundKernel:
         return self.bind_node(node).kernel
 

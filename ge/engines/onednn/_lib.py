@@ -52,6 +52,7 @@ _SOFTMAX_ACCURATE = 0x30000  # dnnl_softmax_accurate
 _USE_SCALE = 0x2             # dnnl_use_scale
 _USE_SHIFT = 0x4             # dnnl_use_shift
 _SCRATCHPAD_USER = 1         # dnnl_scratchpad_mode_user
+_DATA_TYPE_UNDEF = 0         # dnnl_data_type_undef: a sum reads the destination's own type
 _QUERY_IMPL_INFO = 8         # dnnl_query_impl_info_str
 _QUERY_SRC_MD = 129
 _QUERY_WEIGHTS_MD = 131
@@ -115,6 +116,8 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "dnnl_post_ops_append_eltwise": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_float,
                                                     ctypes.c_float]),
     "dnnl_post_ops_append_binary": (ctypes.c_int, [_P, ctypes.c_int, _P]),
+    "dnnl_post_ops_append_sum": (ctypes.c_int, [_P, ctypes.c_float, ctypes.c_int32,
+                                                ctypes.c_int]),
     "dnnl_convolution_forward_primitive_desc_create": (
         ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int, _P, _P, _P, _P, _P, _P, _P, _P, _P]),
     "dnnl_deconvolution_forward_primitive_desc_create": (
@@ -289,6 +292,12 @@ class PostOps:
         self.steps.append(("eltwise", (ELTWISE[name], alpha, beta)))
         return self
 
+    def sum(self) -> "PostOps":
+        """Add what the destination holds before the primitive writes it (the residual
+        already in the output's bytes: an in-place residual add)."""
+        self.steps.append(("sum", None))
+        return self
+
     def binary_add(self, operand: Desc) -> int:
         """Add a tensor described by ``operand``; answers the post-op's index."""
         self.steps.append(("binary", operand))
@@ -310,6 +319,9 @@ def _attribute(post_ops: Optional[PostOps]) -> tuple[Any, list[Any]]:
             for kind, data in post_ops.steps:
                 if kind == "eltwise":
                     _check(lib.dnnl_post_ops_append_eltwise(ops, *data), "an eltwise post-op")
+                elif kind == "sum":
+                    _check(lib.dnnl_post_ops_append_sum(ops, 1.0, 0, _DATA_TYPE_UNDEF),
+                           "a sum post-op")
                 else:
                     _check(lib.dnnl_post_ops_append_binary(ops, BINARY_ADD, data.handle),
                            "a binary post-op")
