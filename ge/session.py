@@ -67,6 +67,10 @@ class Session:
             self.threads = resolve_threads(threads, executable.options.get("threads"))
         except ValueError as error:
             raise GERuntimeError(str(error)) from None
+        #: the thread limit runs take: ``threads`` where given, else one thread for a
+        #: graph whose every step is tiny (``report["threads"]["serial"]``), else None
+        self.run_threads = self.threads if self.threads is not None else (
+            1 if executable.report.get("threads", {}).get("serial") else None)
         tune_process_heap()  # kernels' temporaries reused by the C heap run after run
         self._program: Optional[Program] = load(executable)
         # one arena per concurrent run, from the runtime's model heap, pooled
@@ -371,9 +375,10 @@ class _PreparedRun:
                     given[spec.slot] = self.device_outputs[spec.name][1]
         arena = self.session._arenas.acquire(self.plan.tasks.arena_bytes)
         try:
-            with limited(self.session.threads, blas=1 if program.quiet_blas else None):
+            threads = self.session.run_threads
+            with limited(threads, blas=1 if program.quiet_blas else None):
                 _execute(program, self.plan, arena, values, given,
-                         self.session._stream_workers, timings, self.session.threads)
+                         self.session._stream_workers, timings, threads)
             fresh, check = self.plan.fresh, self.session._result
             results: dict[str, np.ndarray] = {
                 spec.name: values[spec.slot] if spec.slot in fresh else  # type: ignore[misc]

@@ -21,7 +21,7 @@ from ge.compiler.specialize import shared_dimension_names
 from ge.compiler.streams import StreamPlan, assign_streams
 from ge.engines import Engine, get_engine
 from ge.errors import CompileError, GEError, GraphError, UnsupportedOpError
-from ge.ir import MEMORY_OPTIONS_KEY, Graph, Node, Value, collector_paused
+from ge.ir import MEMORY_OPTIONS_KEY, Graph, Node, Value, collector_paused, is_static
 from ge.ir.tensor import Tensor, compact, num_elements
 from ge.memory import StepUse, live_peak, memory_aware_order
 from ge.ops.registry import has_op, node_cost
@@ -115,9 +115,31 @@ def _compile(graph: Graph, opt_level: int, engines: Optional[Sequence[str]],
         "passes": [record.as_dict() for record in records],
         "schedule": executable.report.get("schedule", {}),
         "streams": stream_plan.report,
+        "threads": _threads_report(nodes, executable.steps),
         "compile_seconds": time.perf_counter() - started,
     }
     return executable
+
+
+#: a graph whose every step is estimated under this many floating-point operations (a few
+#: microseconds of one core) runs its kernels on one thread unless told how many: waking a
+#: second thread for each kernel and joining it costs more than it saves (Silero-VAD:
+#: 72 us a run on one thread, 82 us on two)
+SERIAL_STEP_FLOPS = 2e6
+
+
+def _threads_report(nodes: dict[str, Node], steps: Sequence[Step]) -> dict[str, Any]:
+    """The largest step's estimated flops (None where a shape or a cost is unknown) and
+    whether the session runs the graph on one thread when no thread count is given."""
+    largest = 0.0
+    for step in steps:
+        node = nodes[step.node]
+        values = [v for v in (*node.inputs, *node.outputs) if v is not None]
+        cost = _cost(node) if all(is_static(v.shape) for v in values) else None
+        if cost is None:
+            return {"largest_step_flops": None, "serial": False}
+        largest = max(largest, cost[0])
+    return {"largest_step_flops": largest, "serial": largest < SERIAL_STEP_FLOPS}
 
 
 def _is_chain(steps: Sequence[Step]) -> bool:

@@ -149,6 +149,12 @@ class Executable:
         why = f"; one stream: {streams['why_one']}" if streams.get("why_one") else ""
         lines.append(f"streams: {self.stream_count} (asked: {streams.get('requested', 'auto')}"
                      f", events: {sum(len(w) for w in self.stream_waits)}{why})")
+        threads = self.report.get("threads") or {}
+        largest = threads.get("largest_step_flops")
+        if largest is not None:
+            rule = ("one thread unless told (every step is tiny)" if threads.get("serial")
+                    else "every core unless told")
+            lines.append(f"threads: {rule}; largest step {largest / 1e6:.2f} MFLOP")
         if self.stream_count > 1:
             for stream in range(self.stream_count):
                 mine = [s.node for s, k in zip(self.steps, self.streams) if k == stream]

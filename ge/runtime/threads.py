@@ -85,10 +85,11 @@ def openblas_libraries() -> list[str]:
 
 def _find_blas() -> Optional[tuple[Any, Any]]:
     global _blas, _blas_searched
+    if _blas_searched:  # set once, after ``_blas``: no lock on a run's path
+        return _blas
     with _blas_lock:
         if _blas_searched:
             return _blas
-        _blas_searched = True
         for path in openblas_libraries():
             try:
                 library = ctypes.CDLL(path)
@@ -101,6 +102,7 @@ def _find_blas() -> Optional[tuple[Any, Any]]:
                 getter.argtypes, getter.restype = [], ctypes.c_int
                 _blas = (setter, getter)
                 break
+        _blas_searched = True
         return _blas
 
 

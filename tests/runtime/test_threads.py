@@ -21,6 +21,7 @@ def _seen_threads_kernel(x):
 
 
 SEEN: list[tuple[int | None, int | None]] = []
+N = 128
 
 
 @pytest.fixture(autouse=True)
@@ -37,9 +38,10 @@ def _seen_threads_op():
 
 def _graph():
     graph = ge.Graph("threads")
-    # 64 x 64 x 64: a product large enough for the torch engine to take
-    x = create_node("Data", [], {"shape": [64, 64]}, "x", graph)
-    w = create_node("Const", [], {"value": ge.Tensor(np.eye(64, dtype=np.float32))}, "w", graph)
+    # 128 x 128 x 128: a product large enough for the torch engine to take, and for a
+    # session to use every core when told no thread count (ge.compiler.SERIAL_STEP_FLOPS)
+    x = create_node("Data", [], {"shape": [N, N]}, "x", graph)
+    w = create_node("Const", [], {"value": ge.Tensor(np.eye(N, dtype=np.float32))}, "w", graph)
     product = create_node("MatMul", [x, w], {}, "mm", graph)
     graph.set_outputs([create_node("TestSeenThreads", [product], {}, "seen", graph)])
     return graph
@@ -62,7 +64,7 @@ def test_a_run_holds_the_limit_and_gives_blas_back(where, monkeypatch):
     session = ge.Session(executable, threads=1 if where == "session" else None)
     assert session.threads == 1
     SEEN.clear()
-    x = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
+    x = np.arange(N * N, dtype=np.float32).reshape(N, N)
     np.testing.assert_array_equal(session.run({"x": x})["seen"], x)
     assert SEEN == [(1, 1)]
     assert threads.blas_threads() == before and threads.current_limit() is None
@@ -71,7 +73,7 @@ def test_a_run_holds_the_limit_and_gives_blas_back(where, monkeypatch):
 def test_no_limit_leaves_blas_alone():
     before = threads.blas_threads()
     SEEN.clear()
-    ge.Session(ge.compile(_graph(), engines=["numpy"])).run({"x": np.ones((64, 64), np.float32)})
+    ge.Session(ge.compile(_graph(), engines=["numpy"])).run({"x": np.ones((N, N), np.float32)})
     assert SEEN == [(before, None)]
 
 
@@ -83,13 +85,13 @@ def test_a_run_on_the_torch_engine_keeps_blas_to_one_thread_and_sets_torch_s_poo
     executable = ge.compile(_graph(), engines=["torch", "numpy"])
     assert executable.report["engines"]["torch"] == 1  # the product
     SEEN.clear()
-    ge.Session(executable).run({"x": np.ones((64, 64), np.float32)})
+    ge.Session(executable).run({"x": np.ones((N, N), np.float32)})
     assert SEEN == [(1, None)]  # no limit: torch keeps its pool, BLAS goes quiet
     pools: list[int] = []
     threads.register_pool("probe", lambda: 7, pools.append)
     try:
         SEEN.clear()
-        ge.Session(executable, threads=1).run({"x": np.ones((64, 64), np.float32)})
+        ge.Session(executable, threads=1).run({"x": np.ones((N, N), np.float32)})
     finally:
         del threads._POOLS["probe"]
     assert SEEN == [(1, 1)] and pools == [1, 7]  # every pool set to the limit, then back
@@ -116,3 +118,45 @@ def test_blas_threads_go_idle_after_a_run():
     spent = float(subprocess.run([sys.executable, "-c", script], capture_output=True,
                                  text=True, check=True).stdout)
     assert spent < 0.05  # without GE's setting, OpenBLAS spins about 0.1 s here
+
+
+def _product_graph(size: int) -> ge.Graph:
+    graph = ge.Graph("product")
+    x = create_node("Data", [], {"shape": [size, size]}, "x", graph)
+    w = create_node("Const", [], {"value": ge.Tensor(np.eye(size, dtype=np.float32) * 2)},
+                    "w", graph)
+    graph.set_outputs([create_node("TestSeenThreads", [create_node(
+        "Relu", [create_node("MatMul", [x, w], {}, "mm", graph)], {}, "relu", graph)], {},
+        "seen", graph)])
+    return graph
+
+
+def test_a_graph_of_tiny_steps_runs_on_one_thread_unless_told(monkeypatch):
+    from ge.compiler.compile import SERIAL_STEP_FLOPS
+    from ge.ops.registry import node_cost
+
+    compiling = sys.modules["ge.compiler.compile"]
+
+    # the test op has no cost estimate: give it none, so the product decides
+    monkeypatch.setattr(compiling, "_cost", lambda node: None if node.op_type ==
+                        "TestSeenThreads" else (float(node_cost(node)[0]), 0.0))
+    tiny, large = ge.compile(_product_graph(16)), ge.compile(_product_graph(256))
+    assert tiny.report["threads"]["serial"] is False  # a step of unknown cost
+    monkeypatch.setattr(compiling, "_cost", lambda node: (
+        0.0, 0.0) if node.op_type == "TestSeenThreads" else (float(node_cost(node)[0]), 0.0))
+    tiny, large = ge.compile(_product_graph(16)), ge.compile(_product_graph(256))
+    assert tiny.report["threads"] == {"largest_step_flops": 2 * 16 ** 3, "serial": True}
+    assert large.report["threads"]["largest_step_flops"] > SERIAL_STEP_FLOPS
+    assert not large.report["threads"]["serial"]
+    assert "one thread unless told" in tiny.plan_text()
+    x = np.arange(16 * 16, dtype=np.float32).reshape(16, 16) - 100
+    for given, limit in ((None, 1), (2, 2)):
+        session = ge.Session(tiny, threads=given)
+        assert session.run_threads == limit
+        SEEN.clear()
+        np.testing.assert_array_equal(session.run({"x": x})["seen"], np.maximum(2 * x, 0))
+        assert SEEN[0][1] == limit
+    monkeypatch.setenv("GE_NUM_THREADS", "2")
+    assert ge.Session(tiny).run_threads == 2
+    monkeypatch.delenv("GE_NUM_THREADS")
+    assert ge.Session(large).run_threads is None
