@@ -24,6 +24,7 @@ from ge.passes.fusion_transformer import (
     SiluFusionPass,
 )
 from ge.passes.layout import LayoutPass
+from ge.passes.transpose import TransposeSinkingPass
 
 __all__ = ["passes_for_level", "LEVELS"]
 
@@ -52,7 +53,8 @@ def passes_for_level(level: int) -> list[Pass]:
     if level >= 2:
         passes += _fusions() + [ConstantFoldingPass(), DeadCodeEliminationPass()]
     if level >= 3:
-        passes += [LayoutPass(), NoOpEliminationPass(), DeadCodeEliminationPass()]
+        passes += [LayoutPass(), TransposeSinkingPass(), NoOpEliminationPass(),
+                   DeadCodeEliminationPass()]
     if level >= 2:
         passes += [ElementwiseFusionPass(), DeadCodeEliminationPass()]
     return passes
