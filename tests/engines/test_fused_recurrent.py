@@ -347,3 +347,24 @@ def test_lstm_states_written_over_the_initial_states_they_start_from():
     for got_fresh, got_swapped, expected in zip(fresh, swapped, want):
         assert_close(got_fresh, expected, accumulate=True)
         np.testing.assert_array_equal(got_swapped, got_fresh)
+
+
+@pytest.mark.parametrize("refused", [False, True])
+def test_the_input_projection_runs_on_onednn_or_numpy(refused, monkeypatch):
+    """X @ W^T through a oneDNN product (weights packed once, a primitive per row count)
+    where oneDNN takes it, through NumPy where it refuses: the same numbers."""
+    from ge.engines.onednn import _lib
+
+    if refused:
+        def refuse(*args: Any, **kwargs: Any) -> Any:
+            raise ge.errors.UnsupportedOpError("refused (test)")
+
+        monkeypatch.setattr(_lib, "matmul", refuse)
+    weights = RNG.standard_normal((24, 40)).astype(np.float32)
+    project = recurrent._Projection(weights)
+    assert project._lib is _lib  # oneDNN comes with GE's torch dependency
+    for count in (7, 1, 7, 0):
+        rows = RNG.standard_normal((count, 24)).astype(np.float32)
+        assert_close(project(rows), rows.astype(np.float64) @ weights, accumulate=True)
+    made = [p for p in project._primitives.values() if p is not None]
+    assert len(made) == (0 if refused else 2)  # 7 and 1 rows; 0 rows never asks oneDNN
