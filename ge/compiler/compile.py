@@ -121,25 +121,29 @@ def _compile(graph: Graph, opt_level: int, engines: Optional[Sequence[str]],
     return executable
 
 
-#: a graph whose every step is estimated under this many floating-point operations (a few
-#: microseconds of one core) runs its kernels on one thread unless told how many: waking a
-#: second thread for each kernel and joining it costs more than it saves (Silero-VAD:
-#: 72 us a run on one thread, 82 us on two)
+#: a graph whose every step is estimated under this many floating-point operations and
+#: bytes moved (a few microseconds of one core) runs its kernels on one thread unless told
+#: how many: waking a second thread for each kernel and joining it costs more than it
+#: saves (Silero-VAD: 72 us a run on one thread, 82 us on two). A step moving more data
+#: (an elementwise op over 400K values: 3 MB) runs faster on every core.
 SERIAL_STEP_FLOPS = 2e6
+SERIAL_STEP_BYTES = 1e6
 
 
 def _threads_report(nodes: dict[str, Node], steps: Sequence[Step]) -> dict[str, Any]:
-    """The largest step's estimated flops (None where a shape or a cost is unknown) and
-    whether the session runs the graph on one thread when no thread count is given."""
-    largest = 0.0
+    """The largest step's estimated flops and bytes (None where a shape or a cost is
+    unknown) and whether the session runs the graph on one thread when no thread count
+    is given."""
+    flops = data = 0.0
     for step in steps:
         node = nodes[step.node]
         values = [v for v in (*node.inputs, *node.outputs) if v is not None]
         cost = _cost(node) if all(is_static(v.shape) for v in values) else None
         if cost is None:
-            return {"largest_step_flops": None, "serial": False}
-        largest = max(largest, cost[0])
-    return {"largest_step_flops": largest, "serial": largest < SERIAL_STEP_FLOPS}
+            return {"largest_step_flops": None, "largest_step_bytes": None, "serial": False}
+        flops, data = max(flops, cost[0]), max(data, cost[1])
+    return {"largest_step_flops": flops, "largest_step_bytes": data,
+            "serial": bool(steps) and flops < SERIAL_STEP_FLOPS and data < SERIAL_STEP_BYTES}
 
 
 def _is_chain(steps: Sequence[Step]) -> bool:

@@ -154,7 +154,9 @@ class Executable:
         if largest is not None:
             rule = ("one thread unless told (every step is tiny)" if threads.get("serial")
                     else "every core unless told")
-            lines.append(f"threads: {rule}; largest step {largest / 1e6:.2f} MFLOP")
+            moved = threads.get("largest_step_bytes") or 0.0
+            lines.append(f"threads: {rule}; largest step {largest / 1e6:.2f} MFLOP, "
+                         f"{moved / 1e6:.2f} MB moved")
         if self.stream_count > 1:
             for stream in range(self.stream_count):
                 mine = [s.node for s, k in zip(self.steps, self.streams) if k == stream]

@@ -342,6 +342,8 @@ def _generate(tasks: Sequence[Task], plan: TaskPlan) -> Callable[..., None]:
         if task.release:
             step.append(" = ".join(f"V[{slot}]" for slot in task.release) + " = None")
         lines.extend("        " + line for line in step)
+    if not tasks:
+        lines.append("        pass")
     lines += ["    except Exception as error:  # noqa: BLE001 - the caller names the node",
               "        raise _failure(TASKS, i, V, error) from error"]
     code = compile("\n".join(lines) + "\n", f"<ge plan of {len(tasks)} tasks>", "exec")

@@ -111,3 +111,19 @@ def test_a_task_list_too_long_keeps_the_loop(monkeypatch):
         result = session.run({"x": feed})
     assert session._repeat.plan.tasks.straight[1] is None
     np.testing.assert_allclose(result["total"], _reference(feed)["total"], rtol=1e-6)
+
+
+def test_a_plan_with_nothing_left_to_run_still_runs_again_and_again():
+    """Folding can leave no step at all (every output a constant): the runner of an
+    empty task list is valid code too."""
+    graph = ge.Graph("folded")
+    x = create_node("Data", [], {"shape": [2, 3]}, "x", graph)
+    shape = create_node("Shape", [x], {}, "shape", graph)
+    graph.set_outputs([create_node("Add", [shape, _const(graph, "one", np.ones(2, np.int64))],
+                                   {}, "plus", graph)])
+    session = ge.Session(ge.compile(graph))
+    assert not session._program.tasks
+    for _ in range(5):
+        np.testing.assert_array_equal(session.run({"x": np.zeros((2, 3), np.float32)})["plus"],
+                                      [3, 4])
+    assert session._repeat.plan.tasks.straight[1] is not None

@@ -132,22 +132,35 @@ def _product_graph(size: int) -> ge.Graph:
 
 
 def test_a_graph_of_tiny_steps_runs_on_one_thread_unless_told(monkeypatch):
-    from ge.compiler.compile import SERIAL_STEP_FLOPS
+    from ge.compiler.compile import SERIAL_STEP_BYTES, SERIAL_STEP_FLOPS
     from ge.ops.registry import node_cost
 
     compiling = sys.modules["ge.compiler.compile"]
 
     # the test op has no cost estimate: give it none, so the product decides
+    def estimate(node):
+        return tuple(float(v) for v in node_cost(node))
+
     monkeypatch.setattr(compiling, "_cost", lambda node: None if node.op_type ==
-                        "TestSeenThreads" else (float(node_cost(node)[0]), 0.0))
+                        "TestSeenThreads" else estimate(node))
     tiny, large = ge.compile(_product_graph(16)), ge.compile(_product_graph(256))
     assert tiny.report["threads"]["serial"] is False  # a step of unknown cost
     monkeypatch.setattr(compiling, "_cost", lambda node: (
-        0.0, 0.0) if node.op_type == "TestSeenThreads" else (float(node_cost(node)[0]), 0.0))
+        0.0, 0.0) if node.op_type == "TestSeenThreads" else estimate(node))
     tiny, large = ge.compile(_product_graph(16)), ge.compile(_product_graph(256))
-    assert tiny.report["threads"] == {"largest_step_flops": 2 * 16 ** 3, "serial": True}
+    assert tiny.report["threads"]["largest_step_flops"] == 2 * 16 ** 3
+    assert 0 < tiny.report["threads"]["largest_step_bytes"] < SERIAL_STEP_BYTES
+    assert tiny.report["threads"]["serial"] is True
     assert large.report["threads"]["largest_step_flops"] > SERIAL_STEP_FLOPS
     assert not large.report["threads"]["serial"]
+    # few flops but much data (an elementwise op over 512K values): every core
+    wide = ge.Graph("wide")
+    x_wide = create_node("Data", [], {"shape": [512, 1024]}, "x", wide)
+    wide.set_outputs([create_node("TestSeenThreads", [create_node(
+        "Relu", [x_wide], {}, "relu", wide)], {}, "seen", wide)])
+    report = ge.compile(wide).report["threads"]
+    assert report["largest_step_flops"] < SERIAL_STEP_FLOPS
+    assert report["largest_step_bytes"] > SERIAL_STEP_BYTES and not report["serial"]
     assert "one thread unless told" in tiny.plan_text()
     x = np.arange(16 * 16, dtype=np.float32).reshape(16, 16) - 100
     for given, limit in ((None, 1), (2, 2)):
