@@ -219,6 +219,10 @@ def _cmd_run(args: argparse.Namespace) -> None:
         profile = session.last_profile
         assert profile is not None
         print(profile.table(args.top))
+        from ge.engines.onednn import tuning
+
+        if tuning.table():
+            print(tuning.table())
         if args.trace:
             profile.save(args.trace)
             print(f"wrote the Chrome trace to {args.trace} (open it in ui.perfetto.dev)")

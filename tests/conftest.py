@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 import time
 
 import pytest
 
 from examples import zoo
+
+# oneDNN's kernel choices (ge.engines.onednn.tuning) go to a file of this test process's
+# own, which the processes it starts (Ray's actors among them) inherit, never the user's
+os.environ.setdefault("GE_TUNING_CACHE",
+                      os.path.join(tempfile.mkdtemp(prefix="ge-tuning-"), "kernels.json"))
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,8 @@ resizes as oneDNN primitives, made once per input shape and called through oneDN
 
 It takes ``Conv2D``/``FusedConv2D`` (bias, residual add and activation fused as
 post-ops), 2-D ``MaxPool``/``AvgPool`` and ``GlobalAveragePool``/``GlobalMaxPool`` in
-float32, NHWC or NCHW (``conv``); 2-D ``ConvTranspose`` (``deconv``);
+float32, NHWC or NCHW (``conv``; a heavy convolution's kernel is the fastest of
+oneDNN's candidates timed at its first run, ``tuning``); 2-D ``ConvTranspose`` (``deconv``);
 ``MatMul``/``MatMulBiasAdd``/``Gemm`` with a constant weight packed for its kernel, or
 two computed operands as a batched product (``linear``); scaled dot-product
 ``Attention`` (``attention``); on large arrays, unary activations such as ``Tanh``,

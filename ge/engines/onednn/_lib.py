@@ -136,6 +136,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "dnnl_reorder_primitive_desc_create": (ctypes.c_int, [_P, _P, _P, _P, _P, _P]),
     "dnnl_primitive_desc_query": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int, _P]),
     "dnnl_primitive_desc_query_md": (_P, [_P, ctypes.c_int, ctypes.c_int]),
+    "dnnl_primitive_desc_next_impl": (ctypes.c_int, [_P]),
     "dnnl_primitive_desc_destroy": (ctypes.c_int, [_P]),
     "dnnl_primitive_create": (ctypes.c_int, [_P, _P]),
     "dnnl_primitive_destroy": (ctypes.c_int, [_P]),
@@ -351,9 +352,7 @@ class Primitive:
         handle, array) of those fixed for the primitive's life (weights, bias)."""
         lib = library()
         self._lib, self._stream = lib, _state["stream"]
-        info = ctypes.c_char_p()
-        lib.dnnl_primitive_desc_query(pd, _QUERY_IMPL_INFO, 0, ctypes.byref(info))
-        self.impl = (info.value or b"?").decode()
+        self.impl = impl_name(pd)
         scratch_md = lib.dnnl_primitive_desc_query_md(pd, _QUERY_SCRATCHPAD_MD, 0)
         size = int(lib.dnnl_memory_desc_get_size(scratch_md)) if scratch_md else 0
         self.scratchpad = np.empty(max(size, 1), np.uint8)
@@ -427,6 +426,19 @@ class Primitive:
 def destroy(pd: Any) -> None:
     """Free a primitive descriptor once its primitive is made."""
     library().dnnl_primitive_desc_destroy(pd)
+
+
+def impl_name(pd: Any) -> str:
+    """The name of the implementation ``pd`` stands at (``brgconv_1x1:avx512_core``)."""
+    info = ctypes.c_char_p()
+    library().dnnl_primitive_desc_query(pd, _QUERY_IMPL_INFO, 0, ctypes.byref(info))
+    return (info.value or b"?").decode()
+
+
+def next_impl(pd: Any) -> bool:
+    """Move ``pd`` to the next implementation oneDNN has for its operation (in oneDNN's
+    order of preference); False, ``pd`` unchanged, past the last one."""
+    return library().dnnl_primitive_desc_next_impl(pd) == 0
 
 
 def query_md(pd: Any, what: str) -> Any:
@@ -503,6 +515,15 @@ class Packed:
     @property
     def layouts(self) -> int:
         return len(self._copies)
+
+    def forget(self, data: np.ndarray) -> None:
+        """Drop the copy ``data`` (one made for a kernel that was tried and not kept)."""
+        with self._lock:
+            for i, (known, copy) in enumerate(self._copies):
+                if copy is data:
+                    self._lib.dnnl_memory_desc_destroy(known)
+                    del self._copies[i]
+                    return
 
     def __del__(self) -> None:
         for known, _ in getattr(self, "_copies", ()):

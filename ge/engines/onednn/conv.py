@@ -13,7 +13,9 @@ where it lies (30-40 % slower on ResNet-50's large 1x1 convolutions at batch 8).
 
 The primitive for an input shape is made at the first run with it (oneDNN's JIT
 generates the kernel then: a few milliseconds) and kept; a later run costs a ctypes call
-and the data pointers that changed. A configuration oneDNN refuses runs on the next
+and the data pointers that changed. A convolution of ``tuning.MIN_FLOPS`` or more makes
+oneDNN's candidate kernels for it and keeps the fastest on that first run's input
+(``tuning``). A configuration oneDNN refuses runs on the next
 engine that takes the node (torch, else NumPy), as does a residual whose shape is not
 the output's.
 """
@@ -26,7 +28,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ge.engines.base import BoundNode
-from ge.engines.onednn import _lib
+from ge.engines.onednn import _lib, tuning
 from ge.errors import ExecutionError, UnsupportedOpError
 from ge.ir import DataType, Format, Node
 from ge.ops.nn import resolve_window
@@ -158,6 +160,33 @@ class _Fallback:
             primitive.run_arrays((x, out))
 
 
+#: making a candidate's primitive from a descriptor: (primitive, what it made for it alone)
+_Build = Callable[[Any], tuple[_lib.Primitive, Optional[np.ndarray]]]
+
+
+def _same_bits_either_way(x: np.ndarray, residual: np.ndarray, in_place: bool,
+                          other: tuple[Callable[[], Any], _Build]
+                          ) -> Callable[[str, _lib.Primitive], bool]:
+    """For a convolution that adds a residual: whether a candidate kernel computes the
+    same bits with the residual summed in place and read where it lies (``other``
+    makes the form the node does not run now). Some do not (oneDNN 3.2's
+    ``jit:avx2`` rounds the two differently), and a partition or a memory plan that
+    moves the residual must not change a result."""
+
+    def agrees(name: str, primitive: _lib.Primitive) -> bool:
+        twin = tuning.build_named(*other, name)[0]
+        if twin.impl != name:
+            return False
+        outputs = []
+        for kernel, summed in ((primitive, in_place), (twin, not in_place)):
+            out = np.array(residual) if summed else np.empty_like(residual)
+            kernel.run_arrays((x, out) if summed else (x, out, residual))
+            outputs.append(out)
+        return bool(np.array_equal(outputs[0], outputs[1], equal_nan=True))
+
+    return agrees
+
+
 def bind_conv(node: Node) -> BoundNode:
     oihw = _filter_oihw(node)
     bias_data = _const(node, 2)
@@ -181,29 +210,73 @@ def bind_conv(node: Node) -> BoundNode:
         logical = [x.shape[a] for a in axes]
         begin, end = _padding(window, logical[2], logical[3], kh, kw)
         source, dest = _lib.Desc.of(x, axes=axes), _lib.Desc.of(out, axes=axes)
-        post = _lib.PostOps()
-        operands = _lib.source_dest(source.handle, dest.handle)
-        if in_place:
-            post.sum()
-        elif residual is not None:
-            other = _lib.Desc.of(residual, axes=axes)
-            index = post.binary_add(other)
-            operands.append((_lib.post_op_arg(index, _lib.ARG_SRC_1), other.handle))
-        if eltwise is not None:
-            post.eltwise(*eltwise)
         bias_desc = None if bias is None else _lib.Desc([out_channels], [1])
+        what = f"the convolution {node.name!r}"
+
+        def form(summed: bool, added: bool) -> tuple[Callable[[], Any], _Build]:
+            """Making the convolution whose residual is summed in place (a sum post-op)
+            or ``added`` from where it lies (a binary one): a primitive descriptor at
+            oneDNN's first pick, and the primitive of the one a descriptor stands at."""
+            post = _lib.PostOps()
+            operands = _lib.source_dest(source.handle, dest.handle)
+            if summed:
+                post.sum()
+            elif added:  # the residual has the output's shape and (dense) strides
+                other = _lib.Desc.of(out, axes=axes)
+                index = post.binary_add(other)
+                operands.append((_lib.post_op_arg(index, _lib.ARG_SRC_1), other.handle))
+            if eltwise is not None:
+                post.eltwise(*eltwise)
+
+            def create() -> Any:
+                return _lib.convolution(
+                    source, _lib.Desc(weight_dims), bias_desc, dest, list(window.strides),
+                    list(window.dilations), begin, end, post)[0]
+
+            def build(pd: Any) -> tuple[_lib.Primitive, Optional[np.ndarray]]:
+                weights_md = _lib.query_md(pd, "weights")
+                layouts = weights.layouts
+                packed = weights.like(weights_md)
+                constants = [(_lib.ARG_WEIGHTS, weights_md, packed)]
+                if bias is not None and bias_desc is not None:
+                    constants.append((_lib.ARG_BIAS, bias_desc.handle, bias))
+                made = _lib.Primitive(pd, operands, what, constants)
+                return made, (packed if weights.layouts > layouts else None)
+
+            return create, build
+
+        create, build = form(in_place, residual is not None and not in_place)
+        plane = out.shape[1] * out.shape[2] if nhwc else out.shape[2] * out.shape[3]
+        flops = 2.0 * x.shape[0] * plane * out_channels * in_per_group * kh * kw
         try:
-            pd, weights_md = _lib.convolution(
-                source, _lib.Desc(weight_dims), bias_desc, dest, list(window.strides),
-                list(window.dilations), begin, end, post)
+            if flops >= tuning.MIN_FLOPS and tuning.enabled():
+                # the residual's values (the output's bytes hold them when in place)
+                start = None if residual is None else np.array(residual)
+                scratch = np.empty_like(out)
+                if start is not None and in_place:  # a sum post-op reads the output
+                    np.copyto(scratch, start)
+                arrays = (x, scratch) if residual is None or in_place \
+                    else (x, scratch, residual)
+                agrees = None
+                if start is not None:
+                    agrees = _same_bits_either_way(x, start, in_place,
+                                                   form(not in_place, in_place))
+                # one kernel whether the residual is summed in place or read where it
+                # lies: the memory plan's choice must not change the output's bits
+                added = " +residual" if residual is not None else ""
+                key = (tuple(logical), nhwc, tuple(weight_dims), window.strides,
+                       window.dilations, tuple(begin), tuple(end), bias is None,
+                       bool(added), eltwise)
+                signature = (f"{'NHWC' if nhwc else 'NCHW'} {logical} * {weight_dims} "
+                             f"stride {list(window.strides)}{added}"
+                             f"{' ' + eltwise[0] if eltwise else ''}")
+                return tuning.fastest(create, build, lambda p: p.run_arrays(arrays), key,
+                                      signature, weights.forget, agrees)
+            pd = create()
         except UnsupportedOpError:
             return None
         try:
-            packed = weights.like(weights_md)
-            constants = [(_lib.ARG_WEIGHTS, weights_md, packed)]
-            if bias is not None and bias_desc is not None:
-                constants.append((_lib.ARG_BIAS, bias_desc.handle, bias))
-            return _lib.Primitive(pd, operands, f"the convolution {node.name!r}", constants)
+            return build(pd)[0]
         finally:
             _lib.destroy(pd)
 

@@ -1,0 +1,281 @@
+"""Picking, among oneDNN's kernels for one convolution, the fastest on this machine.
+
+oneDNN lists every implementation that can run a primitive, in its own order of
+preference, and takes the first. That order is a heuristic over instruction sets, not a
+measurement: on an AMD Zen 4 (AVX-512 on 256-bit units) its first pick for ResNet-50's
+1x1 convolutions that widen 64 channels to 256 (``brgconv_1x1:avx512_core``) is 10-25 %
+slower than its AVX2 1x1 kernel, while on the 3x3 convolutions the first pick is the
+fastest. So a heavy convolution (``MIN_FLOPS`` and more) has its candidates timed on
+its first run, on that run's own input, and keeps the fastest:
+
+- candidates are oneDNN's implementations in its order, one per name, leaving out the
+  reference, the im2col-GEMM and the SSE4.1 kernels (never the fastest where a JIT
+  kernel of a wider instruction set runs), at most ``MAX_CANDIDATES``;
+- each runs once to warm up (one over 1.5 times the fastest is dropped there), then in
+  three alternating rounds, one over 1.1 times the round's fastest dropped after each;
+  a candidate's time is its fastest run;
+- the runs write a scratch output (a sum post-op's starts as a copy of the residual), so
+  the node's own output and the residual it may hold are untouched;
+- for a convolution that adds a residual, a candidate that computes other bits with the
+  residual summed in place than read where it lies is left out (oneDNN 3.2's
+  ``jit:avx2`` is one).
+
+Different kernels round differently, so a choice is one per convolution signature
+(shapes, window, bias, activation, whether a residual is added), whatever else differs:
+the thread count, or whether the memory plan put the output over the residual. It is
+kept for the process, and in a file for the machine (a JSON object from signature, CPU
+and oneDNN version to the kernel's name), so that every later process, a pipeline's
+stage actors among them, runs the same kernels and computes the same bits without
+timing anything. The file is ``$GE_TUNING_CACHE``, else
+``$XDG_CACHE_HOME/ge/onednn-kernels.json``, else ``~/.cache/ge/onednn-kernels.json``;
+``GE_TUNING_CACHE=""`` keeps choices in the process only, and a file that cannot be
+read or written is as good as none. Every choice, with the times behind it, is in
+``choices()`` (``ge run --profile`` prints them). ``GE_ONEDNN_TUNE=0`` turns timing off:
+oneDNN's first pick then runs everywhere.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import platform
+import threading
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from ge.engines.onednn import _lib
+from ge.errors import GEError
+
+__all__ = ["Choice", "choices", "enabled", "fastest", "build_named", "forget_choices", "cache_file",
+           "table", "VARIABLE", "CACHE_VARIABLE"]
+
+#: the environment variable that turns timing off ("0")
+VARIABLE = "GE_ONEDNN_TUNE"
+#: the environment variable naming the machine's file of choices ("": none)
+CACHE_VARIABLE = "GE_TUNING_CACHE"
+#: a convolution below this many floating-point operations runs oneDNN's first pick:
+#: timing it would cost more than it could save
+MIN_FLOPS = 50e6
+MAX_CANDIDATES = 6
+_LEFT_OUT = ("ref", "gemm", "sse41")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The kernel chosen for one convolution signature, and each candidate's time."""
+
+    what: str                                # the signature, readable
+    chosen: str                              # oneDNN's implementation name
+    first: str                               # oneDNN's own first pick
+    times_ms: tuple[tuple[str, float], ...]  # (candidate, fastest run) in oneDNN's order
+    #: True when timed in this process; False when read from the machine's file
+    timed: bool = True
+
+    @property
+    def gain(self) -> float:
+        """The first pick's time over the chosen kernel's (1.0: the first pick kept)."""
+        times = dict(self.times_ms)
+        chosen, first = times.get(self.chosen), times.get(self.first)
+        return first / chosen if chosen and first else 1.0
+
+
+_lock = threading.Lock()
+_choices: dict[Hashable, Choice] = {}
+
+
+def enabled() -> bool:
+    return os.environ.get(VARIABLE, "1").strip() != "0"
+
+
+def choices() -> list[Choice]:
+    """Every choice made in this process, in the order it was made."""
+    with _lock:
+        return list(_choices.values())
+
+
+def forget_choices() -> None:
+    """Forget every choice (the next run of each convolution times its kernels again)."""
+    with _lock:
+        _choices.clear()
+
+
+def _candidate(name: str) -> bool:
+    return not any(part in name for part in _LEFT_OUT)
+
+
+def cache_file() -> Optional[Path]:
+    """The machine's file of choices (None: choices are kept in the process only)."""
+    value = os.environ.get(CACHE_VARIABLE)
+    if value is not None:
+        return Path(value).expanduser() if value.strip() else None
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ge" / "onednn-kernels.json"
+
+
+@functools.cache
+def _machine() -> str:
+    """The CPU and the oneDNN build: what a choice holds for."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{model} | oneDNN {_lib.version()}"
+
+
+def _file_key(key: Hashable) -> str:
+    return f"{_machine()} | {key!r}"
+
+
+def _read(path: Optional[Path]) -> dict[str, str]:
+    """The file's choices; nothing for a missing, unreadable or malformed file."""
+    if path is None:
+        return {}
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {k: v for k, v in found.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _store(key: Hashable, name: str) -> None:
+    """Add a choice to the machine's file (merged with what other processes wrote;
+    written whole and renamed over the old one, so no reader sees half a file)."""
+    path = cache_file()
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        entries = _read(path)
+        entries[_file_key(key)] = name
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        temporary.write_text(json.dumps(entries, indent=0, sort_keys=True), encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError:
+        pass
+
+
+def fastest(create: Callable[[], Any], build: Callable[[Any], tuple[_lib.Primitive, Any]],
+            run: Callable[[_lib.Primitive], None], key: Hashable, what: str,
+            discard: Callable[[Any], None],
+            agrees: Optional[Callable[[str, _lib.Primitive], bool]] = None) -> _lib.Primitive:
+    """The primitive of the fastest implementation of an operation.
+
+    ``create()`` makes a primitive descriptor of the operation (at oneDNN's first pick);
+    ``build(pd)`` makes the primitive of the implementation ``pd`` stands at, with a token
+    for what it made for it alone (a packed filter) or None; ``run(primitive)`` runs it
+    once on scratch outputs; ``discard(token)`` frees a candidate's token when it is not
+    kept; ``agrees(name, primitive)``, when given, leaves out a candidate for which it
+    is False. A signature (``key``) chosen before, in this process or in the machine's
+    file, builds its kernel untimed."""
+    with _lock:
+        known = _choices.get(key)
+    if known is not None:
+        return build_named(create, build, known.chosen)[0]
+    stored = _read(cache_file()).get(_file_key(key))
+    if stored is not None:
+        primitive, first = build_named(create, build, stored)
+        if primitive.impl == stored:
+            with _lock:
+                _choices.setdefault(key, Choice(what, stored, first, (), timed=False))
+            return primitive
+    pd = create()
+    candidates: list[tuple[str, _lib.Primitive, Any]] = []
+    try:
+        first = _lib.impl_name(pd)
+        seen: set[str] = set()
+        while len(candidates) < MAX_CANDIDATES:
+            name = _lib.impl_name(pd)
+            if name not in seen and _candidate(name):
+                seen.add(name)
+                try:
+                    primitive, token = build(pd)
+                except GEError:  # oneDNN could not make it: not a candidate
+                    pass
+                else:
+                    if agrees is None or agrees(name, primitive):
+                        candidates.append((name, primitive, token))
+                    elif token is not None:
+                        discard(token)
+            if not _lib.next_impl(pd):
+                break
+    finally:
+        _lib.destroy(pd)
+    if not candidates:  # only kernels left out: oneDNN's first pick, untimed
+        return build_named(create, build, first)[0]
+    best: dict[str, float] = {}
+    live = candidates
+    for bound in (1.5, 1.1, 1.1, None):  # a warm-up, then rounds that drop the slow ones
+        times = {}
+        for name, primitive, _token in live:
+            start = time.perf_counter()
+            run(primitive)
+            times[name] = time.perf_counter() - start
+        floor = min(times.values())
+        if bound is not None:
+            live = [entry for entry in live if times[entry[0]] <= bound * floor]
+        for name, elapsed in times.items():
+            best[name] = min(best.get(name, elapsed), elapsed)
+    chosen = min(best, key=lambda name: best[name])
+    with _lock:
+        known = _choices.setdefault(key, Choice(
+            what, chosen, first, tuple((name, best[name] * 1e3) for name, _p, _t in candidates)))
+    if known.chosen == chosen:
+        _store(key, chosen)
+    # another thread's choice when it chose first (and this thread could make it)
+    kept = known.chosen if any(name == known.chosen for name, _p, _t in candidates) \
+        else chosen
+    winner = None
+    for name, primitive, token in candidates:
+        if name == kept:
+            winner = primitive
+        elif token is not None:
+            discard(token)
+    assert winner is not None
+    return winner
+
+
+def build_named(create: Callable[[], Any], build: Callable[[Any], tuple[_lib.Primitive, Any]],
+                name: str) -> tuple[_lib.Primitive, str]:
+    """The primitive of the implementation called ``name`` (oneDNN's first pick when it
+    no longer lists one of that name), and the name of oneDNN's first pick."""
+    pd = create()
+    first = _lib.impl_name(pd)
+    while _lib.impl_name(pd) != name:
+        if not _lib.next_impl(pd):
+            _lib.destroy(pd)
+            pd = create()
+            break
+    try:
+        return build(pd)[0], first
+    finally:
+        _lib.destroy(pd)
+
+
+def table() -> str:
+    """The choices made so far, one line each: the convolution, the kernel kept, how much
+    faster than oneDNN's first pick it ran, and every candidate's time ("" for none)."""
+    made = choices()
+    if not made:
+        return ""
+    lines = [f"oneDNN kernels timed at the first run ({len(made)} convolutions; "
+             f"{VARIABLE}=0 keeps oneDNN's first pick):"]
+    for choice in made:
+        if not choice.timed:
+            lines.append(f"  {choice.what}: {choice.chosen} (oneDNN's first pick "
+                         f"{choice.first}; timed by an earlier process: {cache_file()})")
+            continue
+        times = "  ".join(f"{name} {ms:.3f}" for name, ms in choice.times_ms)
+        lines.append(f"  {choice.what}: {choice.chosen} ({choice.gain:.2f}x oneDNN's first "
+                     f"pick)  [ms: {times}]")
+    return "\n".join(lines)
