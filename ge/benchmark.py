@@ -29,6 +29,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ge.runtime.threads import cpu_model
+
 __all__ = ["Spec", "Result", "machine", "matmul_peaks", "matmul_peak_gflops", "feeds_for", "runner",
            "compare", "solo", "estimated_flops", "table", "FLAG_OFF"]
 
@@ -73,15 +75,7 @@ def machine() -> dict[str, Any]:
     """CPU model, cores, NumPy's BLAS and the environment variables that steer it, and
     the versions of PyTorch and oneDNN the torch and onednn engines run on (None where
     missing)."""
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    model = cpu_model()
     blas = "unknown"
     try:
         config = np.show_config(mode="dicts")

@@ -471,23 +471,16 @@ class ConvResidualActivationFusion(_ConvRule):
         return _fused(graph, match.node("conv"), match.value("residual"), extra)
 
 
-class ConvViewActivationFusion(_ConvRule):
+class ConvViewActivationFusion(ConvActivationFusion):
     """act(view(Conv2D(x, W, b))) -> view(FusedConv2D(x, W, b, activation=act)) where the
     view (Reshape, Squeeze, Unsqueeze or Flatten) reads only the convolution: a Conv1d's
     squeeze back to 3-D, or a flatten, between the convolution and its activation. The
     activation is elementwise, so it gives the same elements before the view as after.
-    Refuses what ``ConvActivationFusion`` refuses."""
+    Refuses what ``ConvActivationFusion`` refuses (its ``kind`` and ``why_not``)."""
 
     summary = "fused {kinds} into FusedConv2D before the view"
     pattern = Pattern(Node(_ACTIVATION_OPS, name="act", inputs=[
         Node(_VIEW_OPS, name="view", inputs=[_conv_pattern()])]))
-
-    def kind(self, match: Match) -> str:
-        return _kind_with_activation(match)
-
-    def why_not(self, match: Match) -> Optional[str]:
-        found = activation_attrs(match.node("act"))
-        return found if isinstance(found, str) else None
 
     def build(self, match: Match, graph: Graph) -> Sequence[Value]:
         extra = activation_attrs(match.node("act"))

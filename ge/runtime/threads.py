@@ -24,12 +24,13 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import platform
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Optional
 
 __all__ = ["limited", "current_limit", "blas_threads", "set_blas_threads", "resolve_threads",
-           "register_pool", "openblas_libraries", "ENVIRONMENT_VARIABLE"]
+           "register_pool", "openblas_libraries", "cpu_model", "ENVIRONMENT_VARIABLE"]
 
 #: the environment variable a session reads when neither it nor ge.compile got a count
 ENVIRONMENT_VARIABLE = "GE_NUM_THREADS"
@@ -70,6 +71,20 @@ def _positive(value: Any, what: str) -> int:
 def current_limit() -> Optional[int]:
     """The thread limit of the run executing on this thread, or None."""
     return getattr(_local, "limit", None)
+
+
+def cpu_model() -> str:
+    """The CPU's model name as the kernel reports it (``/proc/cpuinfo``), else what
+    ``platform`` knows."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return model
 
 
 def openblas_libraries() -> list[str]:

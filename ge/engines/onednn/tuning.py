@@ -39,7 +39,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import platform
 import threading
 import time
 from collections.abc import Callable, Hashable
@@ -49,6 +48,7 @@ from typing import Any, Optional
 
 from ge.engines.onednn import _lib
 from ge.errors import GEError
+from ge.runtime.threads import cpu_model
 
 __all__ = ["Choice", "choices", "enabled", "fastest", "build_named", "forget_choices", "cache_file",
            "table", "VARIABLE", "CACHE_VARIABLE"]
@@ -119,16 +119,7 @@ def cache_file() -> Optional[Path]:
 @functools.cache
 def _machine() -> str:
     """The CPU and the oneDNN build: what a choice holds for."""
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{model} | oneDNN {_lib.version()}"
+    return f"{cpu_model()} | oneDNN {_lib.version()}"
 
 
 def _file_key(key: Hashable) -> str:
