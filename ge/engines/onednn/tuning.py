@@ -98,7 +98,8 @@ def choices() -> list[Choice]:
 
 
 def forget_choices() -> None:
-    """Forget every choice (the next run of each convolution times its kernels again)."""
+    """Forget this process's choices: the next primitive made for a signature takes the
+    machine's file's choice, else times its kernels again."""
     with _lock:
         _choices.clear()
 
