@@ -250,16 +250,21 @@ def bind_conv(node: Node) -> BoundNode:
         flops = 2.0 * x.shape[0] * plane * out_channels * in_per_group * kh * kw
         try:
             if flops >= tuning.MIN_FLOPS and tuning.enabled():
-                # the residual's values (the output's bytes hold them when in place)
-                start = None if residual is None else np.array(residual)
-                scratch = np.empty_like(out)
-                if start is not None and in_place:  # a sum post-op reads the output
-                    np.copyto(scratch, start)
-                arrays = (x, scratch) if residual is None or in_place \
-                    else (x, scratch, residual)
+                # timing writes a scratch output, made at the first timed run (a known
+                # signature times nothing); a sum post-op's starts as the residual, which
+                # the output's own bytes hold when in place and no timing run writes
+                timed: list[tuple[np.ndarray, ...]] = []
+
+                def run(candidate: _lib.Primitive) -> None:
+                    if not timed:
+                        scratch = np.array(out) if in_place else np.empty_like(out)
+                        timed.append((x, scratch) if residual is None or in_place
+                                     else (x, scratch, residual))
+                    candidate.run_arrays(timed[0])
+
                 agrees = None
-                if start is not None:
-                    agrees = _same_bits_either_way(x, start, in_place,
+                if residual is not None:
+                    agrees = _same_bits_either_way(x, residual, in_place,
                                                    form(not in_place, in_place))
                 # one kernel whether the residual is summed in place or read where it
                 # lies: the memory plan's choice must not change the output's bits
@@ -270,8 +275,8 @@ def bind_conv(node: Node) -> BoundNode:
                 signature = (f"{'NHWC' if nhwc else 'NCHW'} {logical} * {weight_dims} "
                              f"stride {list(window.strides)}{added}"
                              f"{' ' + eltwise[0] if eltwise else ''}")
-                return tuning.fastest(create, build, lambda p: p.run_arrays(arrays), key,
-                                      signature, weights.forget, agrees)
+                return tuning.fastest(create, build, run, key, signature, weights.forget,
+                                      agrees)
             pd = create()
         except UnsupportedOpError:
             return None
