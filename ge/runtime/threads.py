@@ -73,18 +73,35 @@ def current_limit() -> Optional[int]:
     return getattr(_local, "limit", None)
 
 
-def cpu_model() -> str:
-    """The CPU's model name as the kernel reports it (``/proc/cpuinfo``), else what
-    ``platform`` knows."""
-    model = platform.processor() or platform.machine()
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields in ``/proc/cpuinfo`` (empty where it cannot be read)."""
+    fields: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
             for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                if not line.strip():
+                    if fields:
+                        break
+                    continue
+                name, _, value = line.partition(":")
+                fields.setdefault(name.strip(), value.strip())
     except OSError:
         pass
-    return model
+    return fields
+
+
+def cpu_model() -> str:
+    """The CPU's model name as the kernel reports it (``/proc/cpuinfo``), with its family,
+    model and stepping numbers where the kernel gives them (a virtual machine may name
+    processors of different generations alike, "AMD EPYC"); else what ``platform``
+    knows."""
+    fields = _cpuinfo()
+    name = fields.get("model name")
+    if not name:
+        return platform.processor() or platform.machine()
+    numbers = [f"{key} {fields[key]}" for key in ("cpu family", "model", "stepping")
+               if fields.get(key)]
+    return f"{name} ({', '.join(numbers)})" if numbers else name
 
 
 def openblas_libraries() -> list[str]:

@@ -173,3 +173,23 @@ def test_a_graph_of_tiny_steps_runs_on_one_thread_unless_told(monkeypatch):
     assert ge.Session(tiny).run_threads == 2
     monkeypatch.delenv("GE_NUM_THREADS")
     assert ge.Session(large).run_threads is None
+
+
+def test_the_cpu_model_names_its_generation(monkeypatch, tmp_path):
+    """Two processors a virtual machine names alike ("AMD EPYC") differ by family, model
+    and stepping, which the CPU's description holds (the kernel-choice file's key)."""
+    import builtins
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n"
+                    "model\t\t: 17\nmodel name\t: AMD EPYC\nstepping\t: 1\n\n"
+                    "processor\t: 1\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: other\n")
+    real_open = builtins.open
+
+    def fake_open(path, *args, **kwargs):
+        return real_open(info if path == "/proc/cpuinfo" else path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", fake_open)
+    assert threads.cpu_model() == "AMD EPYC (cpu family 25, model 17, stepping 1)"
+    info.write_text("processor\t: 0\nmodel name\t: Some CPU\n")
+    assert threads.cpu_model() == "Some CPU"

@@ -11,9 +11,10 @@ its first run, on that run's own input, and keeps the fastest:
 - candidates are oneDNN's implementations in its order, one per name, leaving out the
   reference, the im2col-GEMM and the SSE4.1 kernels (never the fastest where a JIT
   kernel of a wider instruction set runs), at most ``MAX_CANDIDATES``;
-- each runs once to warm up (one over 1.5 times the fastest is dropped there), then in
-  three alternating rounds, one over 1.1 times the round's fastest dropped after each;
-  a candidate's time is its fastest run;
+- each runs once untimed (a first run touches fresh pages: the scratch output's and the
+  kernel's scratchpad's), then in three alternating rounds, one over 1.5 times the
+  round's fastest dropped after the first and one over 1.1 times after the second; a
+  candidate's time is its fastest run;
 - the runs write a scratch output (a sum post-op's starts as a copy of the residual), so
   the node's own output and the residual it may hold are untouched;
 - for a convolution that adds a residual, a candidate that computes other bits with the
@@ -26,8 +27,10 @@ the thread count, or whether the memory plan put the output over the residual. I
 kept for the process, and in a file for the machine (a JSON object from signature, CPU
 and oneDNN version to the kernel's name), so that every later process, a pipeline's
 stage actors among them, runs the same kernels and computes the same bits without
-timing anything. The file is ``$GE_TUNING_CACHE``, else
-``$XDG_CACHE_HOME/ge/onednn-kernels.json``, else ``~/.cache/ge/onednn-kernels.json``;
+timing anything. A choice holds for a CPU (model name, family, model, stepping), a
+oneDNN version and this procedure's version (``PROCEDURE``). The file is
+``$GE_TUNING_CACHE``, else ``$XDG_CACHE_HOME/ge/onednn-kernels.json``, else
+``~/.cache/ge/onednn-kernels.json``;
 ``GE_TUNING_CACHE=""`` keeps choices in the process only, and a file that cannot be
 read or written is as good as none. Every choice, with the times behind it, is in
 ``choices()`` (``ge run --profile`` prints them). ``GE_ONEDNN_TUNE=0`` turns timing off:
@@ -62,6 +65,9 @@ CACHE_VARIABLE = "GE_TUNING_CACHE"
 MIN_FLOPS = 50e6
 MAX_CANDIDATES = 6
 _LEFT_OUT = ("ref", "gemm", "sse41")
+#: the timing procedure's version, part of a choice's key in the machine's file: a choice
+#: made by an earlier procedure is timed again
+PROCEDURE = 2
 
 
 @dataclass(frozen=True)
@@ -119,8 +125,8 @@ def cache_file() -> Optional[Path]:
 
 @functools.cache
 def _machine() -> str:
-    """The CPU and the oneDNN build: what a choice holds for."""
-    return f"{cpu_model()} | oneDNN {_lib.version()}"
+    """The CPU, the oneDNN build and the timing procedure: what a choice holds for."""
+    return f"{cpu_model()} | oneDNN {_lib.version()} | timing {PROCEDURE}"
 
 
 def _file_key(key: Hashable) -> str:
@@ -205,9 +211,13 @@ def fastest(create: Callable[[], Any], build: Callable[[Any], tuple[_lib.Primiti
         _lib.destroy(pd)
     if not candidates:  # only kernels left out: oneDNN's first pick, untimed
         return build_named(create, build, first)[0]
+    for _name, primitive, _token in candidates:
+        # untimed: a first run pays what none after it does (the scratch output's and
+        # the kernel's scratchpad's pages touched for the first time)
+        run(primitive)
     best: dict[str, float] = {}
     live = candidates
-    for bound in (1.5, 1.1, 1.1, None):  # a warm-up, then rounds that drop the slow ones
+    for bound in (1.5, 1.1, None):  # rounds that drop the slow ones
         times = {}
         for name, primitive, _token in live:
             start = time.perf_counter()
