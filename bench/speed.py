@@ -84,8 +84,10 @@ def main(argv: list[str] | None = None) -> int:
              f"contender warmed up alone, then blocks of about {args.block_seconds} s "
              f"alternating over {args.rounds} rounds (each block after 2 untimed runs); "
              "medians. \"alone\" is the same measurement in a fresh process running only "
-             "that contender; (!) marks an in-harness figure over 10 % off it. GFLOP/s "
-             "counts GE's cost-model FLOPs.", ""]
+             "that contender; (!) marks an in-harness figure over 10 % off it. A ratio is "
+             "that of the medians; in parentheses, the lowest and highest of the rounds' "
+             "own ratios (each round's GE block against the peer's block beside it). "
+             "GFLOP/s counts GE's cost-model FLOPs.", ""]
     summary = ["| model | batch | GE ms | onnxruntime ms | PyTorch ms | GE / onnxruntime "
                "| GE / PyTorch |", "|---|---|---|---|---|---|---|"]
     details: list[str] = []
@@ -99,8 +101,8 @@ def main(argv: list[str] | None = None) -> int:
                 row = (f"| {name} | {batch} | {ms['ge']:.2f}{flags['ge']} | "
                        f"{ms['onnxruntime']:.2f}{flags['onnxruntime']} | "
                        f"{ms['torch']:.2f}{flags['torch']} | "
-                       f"{result.ratio('ge', 'onnxruntime'):.2f} | "
-                       f"{result.ratio('ge', 'torch'):.2f} |")
+                       f"{result.spread('ge', 'onnxruntime')} | "
+                       f"{result.spread('ge', 'torch')} |")
                 summary.append(row)
                 print(row, flush=True)
                 details += ["", f"{name}, batch {batch}:", "",

@@ -5,7 +5,10 @@ Each contender (GE, onnxruntime with default options, PyTorch eager under
 its own, then timed in blocks of runs; the blocks alternate between contenders over
 several rounds; each block starts after a pause and a few untimed runs, so that the
 previous contender's worker threads, still spinning, are not charged to it. The median
-per-run time of each contender is reported with the ratio GE / peer. Every contender is
+per-run time of each contender is reported with the ratio GE / peer (of the medians),
+beside the lowest and highest of the rounds' own ratios (a round's two blocks run seconds
+apart, so a slow drift of the machine moves both): how much one measurement may differ
+from the next. Every contender is
 also timed alone, in a fresh process that loads nothing else, and a contender whose
 in-harness figure is more than ``FLAG_OFF`` away from its solo figure is flagged: then
 neither figure is to be trusted until the cause is found.
@@ -65,6 +68,22 @@ class Result:
 
     def ratio(self, contender: str, peer: str) -> float:
         return self.median(contender) / self.median(peer)
+
+    def round_ratios(self, contender: str, peer: str) -> list[float]:
+        """Each round's ratio: ``contender``'s block against ``peer``'s block of the same
+        round (a slow drift of the machine moves both)."""
+        return [mine / theirs for mine, theirs in zip(self.times[contender], self.times[peer])]
+
+    def spread(self, contender: str, peer: str) -> str:
+        """The ratio with the lowest and highest of the rounds' ratios, ``"0.98
+        (0.95-1.01)"``: how far one round's measurement could be from another's."""
+        rounds = self.round_ratios(contender, peer)
+        return f"{self.ratio(contender, peer):.2f} ({min(rounds):.2f}-{max(rounds):.2f})"
+
+    def solo_ratio(self, contender: str, peer: str) -> Optional[float]:
+        """The ratio of the two figures measured alone, or None without both."""
+        mine, theirs = self.solo.get(contender), self.solo.get(peer)
+        return None if mine is None or theirs is None else mine / theirs
 
     def flagged(self, contender: str) -> bool:
         alone = self.solo.get(contender)
@@ -209,17 +228,21 @@ def estimated_flops(model: str, batch: int) -> float:
 
 
 def table(result: Result, flops: float, peak: float, reference: str = "ge") -> list[str]:
-    """Markdown rows: per contender its median, solo figure, flag, ratio and GFLOP/s."""
-    rows = ["| contender | ms/run (harness) | ms/run (alone) | GE / contender | GFLOP/s "
-            "| % of matmul peak |", "|---|---|---|---|---|---|"]
+    """Markdown rows: per contender its median, solo figure, flag, the ratio with the
+    spread of the rounds' ratios, the ratio of the solo figures, and GFLOP/s."""
+    rows = ["| contender | ms/run (harness) | ms/run (alone) | GE / contender (rounds) "
+            "| GE / contender alone | GFLOP/s | % of matmul peak |",
+            "|---|---|---|---|---|---|---|"]
     for name in result.times:
         median = result.median(name)
         alone = result.solo.get(name)
         shown_alone = "-" if alone is None else f"{alone * 1e3:.2f}"
         flag = " (!)" if result.flagged(name) else ""
         rate = flops / median / 1e9
+        solo_ratio = result.solo_ratio(reference, name)
         rows.append(f"| {name} | {median * 1e3:.2f} | {shown_alone}{flag} | "
-                    f"{result.ratio(reference, name):.2f} | {rate:.1f} | "
+                    f"{result.spread(reference, name)} | "
+                    f"{'-' if solo_ratio is None else f'{solo_ratio:.2f}'} | {rate:.1f} | "
                     f"{100 * rate / peak:.0f} % |")
     return rows
 

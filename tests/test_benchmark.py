@@ -34,8 +34,16 @@ def test_a_figure_far_from_its_solo_figure_is_flagged():
     assert not result.flagged("ge") and result.flagged("onnxruntime")
     assert result.ratio("ge", "onnxruntime") == pytest.approx(1 / 2.1)
     rows = benchmark.table(result, flops=2e9, peak=100.0)
-    assert rows[2].startswith("| ge | 1000.00 | 1050.00 | 1.00 | 2.0 | 2 % |")
-    assert "(!)" in rows[3] and "| 0.48 |" in rows[3]
+    assert rows[2].startswith("| ge | 1000.00 | 1050.00 | 1.00 (1.00-1.00) | 1.00 | 2.0 | 2 % |")
+    # the rounds' own ratios: 1/2.0, 1/2.2, 1/2.1; the solo figures' ratio 1.05/1.0
+    assert "(!)" in rows[3] and "| 0.48 (0.45-0.50) | 1.05 |" in rows[3]
+
+
+def test_each_round_pairs_the_blocks_beside_each_other():
+    result = benchmark.Result({"ge": [1.0, 2.0, 1.5], "onnxruntime": [1.0, 2.5, 1.2]})
+    assert result.round_ratios("ge", "onnxruntime") == pytest.approx([1.0, 0.8, 1.25])
+    assert result.spread("ge", "onnxruntime") == "1.25 (0.80-1.25)"  # 1.5 / 1.2
+    assert result.solo_ratio("ge", "onnxruntime") is None
 
 
 def test_feeds_follow_the_model_inputs(onnx_file):
