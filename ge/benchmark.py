@@ -8,10 +8,10 @@ previous contender's worker threads, still spinning, are not charged to it. The 
 per-run time of each contender is reported with the ratio GE / peer (of the medians),
 beside the lowest and highest of the rounds' own ratios (a round's two blocks run seconds
 apart, so a slow drift of the machine moves both): how much one measurement may differ
-from the next. Every contender is
-also timed alone, in a fresh process that loads nothing else, and a contender whose
-in-harness figure is more than ``FLAG_OFF`` away from its solo figure is flagged: then
-neither figure is to be trusted until the cause is found.
+from the next. Every contender is also timed alone, in a fresh process that loads
+nothing else, and a contender whose in-harness figure is more than ``FLAG_OFF`` away
+from its solo figure is flagged: then neither figure is to be trusted until the cause
+is found.
 
 ``ge bench MODEL.onnx`` runs GE and onnxruntime; ``bench/speed.py`` runs the model zoo
 with PyTorch eager as well.
