@@ -238,7 +238,8 @@ def test_a_slow_first_run_does_not_cost_a_candidate_its_place(tune_every_conv):
     assert all(count >= 2 for count in runs.values()), runs  # every one timed after a run
 
 
-def test_a_choice_timed_by_another_procedure_is_timed_again(tune_every_conv, monkeypatch):
+def test_a_choice_timed_by_another_procedure_is_timed_again(tune_every_conv, monkeypatch,
+                                                             request):
     graph, feed = _residual_block(), {"x": _f32(2, 7, 7, 8)}
     _run(graph, feed)
     path = tuning.cache_file()
@@ -248,10 +249,7 @@ def test_a_choice_timed_by_another_procedure_is_timed_again(tune_every_conv, mon
     tuning.forget_choices()  # a new process, with a later procedure
     monkeypatch.setattr(tuning, "PROCEDURE", tuning.PROCEDURE + 1)
     tuning._machine.cache_clear()
-    try:
-        _run(graph, feed)
-        assert tuning.choices() and all(choice.timed for choice in tuning.choices())
-        assert len(json.loads(path.read_text())) == 2 * len(keys)
-    finally:
-        monkeypatch.undo()
-        tuning._machine.cache_clear()
+    request.addfinalizer(tuning._machine.cache_clear)  # after the procedure is put back
+    _run(graph, feed)
+    assert tuning.choices() and all(choice.timed for choice in tuning.choices())
+    assert len(json.loads(path.read_text())) == 2 * len(keys)
