@@ -249,7 +249,7 @@ def test_a_choice_timed_by_another_procedure_is_timed_again(tune_every_conv, mon
     tuning.forget_choices()  # a new process, with a later procedure
     monkeypatch.setattr(tuning, "PROCEDURE", tuning.PROCEDURE + 1)
     tuning._machine.cache_clear()
-    request.addfinalizer(tuning._machine.cache_clear)  # after the procedure is put back
+    request.addfinalizer(tuning._machine.cache_clear)  # no later test sees this key
     _run(graph, feed)
     assert tuning.choices() and all(choice.timed for choice in tuning.choices())
     assert len(json.loads(path.read_text())) == 2 * len(keys)
