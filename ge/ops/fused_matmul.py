@@ -1,16 +1,17 @@
 """Fused matrix products: ``MatMulBiasAdd``, the seed's MatMul + BiasAdd in one op.
 
-    y = activation(a' @ b' + bias)
+    y = activation(a' @ b' + bias + residual)
 
 ``a' @ b'`` is ``MatMul`` (NumPy rules, optional ``transpose_a`` / ``transpose_b``),
-``bias`` is 1-D and is added along the last axis of the product, and
-``activation`` is ``none``, ``relu``, ``gelu`` (the erf form) or ``gelu_tanh``. The
-optimizer's transformer fusions produce it; the ONNX exporter writes it as its
-decomposition (``decompose_matmul_bias_add``): MatMul, then Add of the bias, then
-Relu / Gelu.
+``bias`` is 1-D and is added along the last axis of the product, the optional
+``residual`` has the product's shape (a transformer's skip connection: no
+broadcasting), and ``activation`` is ``none``, ``relu``, ``gelu`` (the erf form) or
+``gelu_tanh``. The optimizer's transformer fusions produce it; the ONNX exporter writes
+it as its decomposition (``decompose_matmul_bias_add``): MatMul, then Add of the bias,
+then Add of the residual, then Relu / Gelu.
 
-The kernel adds the bias and applies the activation in place on the product, so
-the result is written once. For float32 (and 16-bit floats, computed in float32)
+The kernel adds the bias and the residual and applies the activation in place on the
+product, so the result is written once. For float32 (and 16-bit floats, computed in float32)
 the erf-form GELU uses ``gelu_erf``: erfc from a fitted rational form, accurate to
 about 1e-6 relative, several times faster than the float64 series of ``Erf``;
 float64 keeps the series.
@@ -28,7 +29,16 @@ from ge.ir import DataType, Graph, Node, TensorDesc, Value
 from ge.ir.tensor import Shape, format_shape, is_static_dim, num_elements
 from ge.ops.elementwise import erf
 from ge.ops.matmul import NUMERIC, matmul_shape
-from ge.ops.registry import Attr, AttrType, Cost, InferenceContext, create_node, register_op
+from ge.ops.registry import (
+    Attr,
+    AttrType,
+    Cost,
+    InferenceContext,
+    Input,
+    create_node,
+    register_op,
+)
+from ge.ops.shape_utils import dims_equal
 
 __all__ = ["ACTIVATIONS", "gelu_erf", "gelu_tanh", "decompose_matmul_bias_add"]
 
@@ -143,6 +153,15 @@ def _infer_matmul_bias_add(ctx: InferenceContext) -> Sequence[TensorDesc]:
     if is_static_dim(size) and is_static_dim(columns) and size not in (1, columns):
         raise ctx.fail(f"bias has {size} elements; the product {format_shape(shape)} has "
                        f"{columns} columns")
+    if ctx.has_input(3):
+        residual = ctx.input(3)
+        if residual.dtype is not dtype:
+            raise ctx.fail_dtype(f"residual has dtype {residual.dtype.short_name}; the "
+                                 f"product's is {dtype.short_name}")
+        if len(residual.shape) != len(shape) or not all(
+                dims_equal(a, b) for a, b in zip(residual.shape, shape)):
+            raise ctx.fail(f"residual has shape {format_shape(residual.shape)}; it must be "
+                           f"the product's shape {format_shape(shape)} (no broadcasting)")
     return [TensorDesc(shape, dtype)]
 
 
@@ -150,7 +169,8 @@ def _matmul_bias_add_cost(ctx: InferenceContext, outputs: Sequence[TensorDesc]) 
     a = _transposed(ctx.shape(0), ctx.attr("transpose_a"))
     inner = a[-1] if isinstance(a[-1], int) and is_static_dim(a[-1]) else 1
     elements = num_elements(outputs[0].shape)
-    flops = elements * (2 * inner + 1 + _ACTIVATION_FLOPS[ctx.attr("activation")])
+    added = 2 if ctx.has_input(3) else 1  # the bias, and the residual
+    flops = elements * (2 * inner + added + _ACTIVATION_FLOPS[ctx.attr("activation")])
     moved = sum(num_elements(d.shape) * d.dtype.itemsize for d in [*ctx.inputs, *outputs]
                 if d is not None)
     return Cost(flops, moved)
@@ -158,21 +178,25 @@ def _matmul_bias_add_cost(ctx: InferenceContext, outputs: Sequence[TensorDesc]) 
 
 @register_op(
     "MatMulBiasAdd",
-    inputs=["a", "b", "bias"],
+    inputs=["a", "b", "bias",
+            Input("residual", optional=True, doc="added after the bias, before the "
+                                                 "activation; the product's shape")],
     attrs=[
         Attr("transpose_a", AttrType.BOOL, False, doc="swap the last two dims of a (rank >= 2)"),
         Attr("transpose_b", AttrType.BOOL, False, doc="swap the last two dims of b (rank >= 2)"),
         Attr("activation", AttrType.STRING, "none", choices=ACTIVATIONS,
-             doc="applied after the bias: none, relu, gelu (erf form) or gelu_tanh"),
+             doc="applied last: none, relu, gelu (erf form) or gelu_tanh"),
     ],
     infer=_infer_matmul_bias_add,
     cost=_matmul_bias_add_cost,
 )
-def matmul_bias_add_kernel(a: np.ndarray, b: np.ndarray, bias: np.ndarray, *,
+def matmul_bias_add_kernel(a: np.ndarray, b: np.ndarray, bias: np.ndarray,
+                           residual: Optional[np.ndarray] = None, *,
                            transpose_a: bool = False, transpose_b: bool = False,
                            activation: str = "none") -> np.ndarray:
-    """y = activation(a' @ b' + bias): MatMul (NumPy rules), the 1-D bias added along the
-    last axis, then none, relu, gelu (erf) or gelu_tanh. 16-bit floats compute in float32."""
+    """y = activation(a' @ b' + bias + residual): MatMul (NumPy rules), the 1-D bias added
+    along the last axis, the residual (the product's shape) added, then none, relu, gelu
+    (erf) or gelu_tanh. 16-bit floats compute in float32."""
     if transpose_a and a.ndim >= 2:
         a = np.swapaxes(a, -1, -2)
     if transpose_b and b.ndim >= 2:
@@ -187,6 +211,11 @@ def matmul_bias_add_kernel(a: np.ndarray, b: np.ndarray, bias: np.ndarray, *,
     if y.ndim == 0:
         raise ValueError("MatMulBiasAdd: the product is a scalar; the bias needs an axis")
     y += bias.astype(compute, copy=False)
+    if residual is not None:
+        if residual.shape != y.shape:
+            raise ValueError(f"MatMulBiasAdd: the residual has shape {list(residual.shape)}, "
+                             f"the product {list(y.shape)}")
+        y += residual.astype(compute, copy=False)
     return np.asarray(_activate(y, activation)).astype(dtype, copy=False)
 
 
@@ -195,16 +224,21 @@ def matmul_bias_add_kernel(a: np.ndarray, b: np.ndarray, bias: np.ndarray, *,
 def decompose_matmul_bias_add(node: Node, graph: Graph) -> Value:
     """Add ``node``'s decomposition to ``graph``; return the value that replaces its output.
 
-    MatMul(a, b, transpose_a, transpose_b) -> Add(product, bias) -> Relu | Gelu
-    (approximate "none" for gelu, "tanh" for gelu_tanh) | nothing. The caller moves the
-    uses of ``node.outputs[0]`` to the returned value and removes ``node``.
+    MatMul(a, b, transpose_a, transpose_b) -> Add(product, bias) -> Add(residual), when
+    there is one -> Relu | Gelu (approximate "none" for gelu, "tanh" for gelu_tanh) |
+    nothing. The caller moves the uses of ``node.outputs[0]`` to the returned value and
+    removes ``node``.
     """
-    a, b, bias = node.inputs
+    a, b, bias = node.inputs[:3]
+    residual = node.inputs[3] if len(node.inputs) > 3 else None
     base = node.name or "matmul_bias_add"
     product = create_node("MatMul", [a, b], {"transpose_a": node.attrs.get("transpose_a", False),
                                              "transpose_b": node.attrs.get("transpose_b", False)},
                           graph.unique_name(f"{base}/MatMul"), graph)
     result = create_node("Add", [product, bias], {}, graph.unique_name(f"{base}/Add"), graph)
+    if residual is not None:
+        result = create_node("Add", [result.outputs[0], residual], {},
+                             graph.unique_name(f"{base}/residual"), graph)
     activation: Optional[str] = node.attrs.get("activation", "none")
     if activation == "relu":
         result = create_node("Relu", [result], {}, graph.unique_name(f"{base}/Relu"), graph)

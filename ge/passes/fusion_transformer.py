@@ -26,8 +26,9 @@ from ge.ops.registry import const_value, create_node
 from ge.passes.pattern import Constant, Input, Match, Node, Pattern
 from ge.passes.rewrite import FunctionRule, ReplaceWith, RewritePass, Rule
 
-__all__ = ["MatMulBiasFusionPass", "GeluFusionPass", "SiluFusionPass", "LayerNormFusionPass",
-           "AttentionFusionPass", "Fusion", "CONSTANT_RTOL"]
+__all__ = ["MatMulBiasFusionPass", "MatMulResidualFusionPass", "GeluFusionPass",
+           "SiluFusionPass", "LayerNormFusionPass", "AttentionFusionPass", "Fusion",
+           "CONSTANT_RTOL"]
 
 #: how far a pattern's constant may be from the exact one (relative)
 CONSTANT_RTOL = 1e-4
@@ -159,6 +160,37 @@ def _gelu_activation(match: Match) -> str:
     return "gelu_tanh" if match.root.attrs["approximate"] == "tanh" else "gelu"
 
 
+def _check_residual(match: Match) -> Optional[str]:
+    fused, adder, other = match.node("fused"), match.root, match.value("residual")
+    product = fused.outputs[0]
+    if len(fused.inputs) > 3 and fused.inputs[3] is not None:
+        return f"MatMulBiasAdd {fused.name!r} already adds a residual"
+    if other is product:
+        return f"Add {adder.name!r} adds the product {fused.name!r} to itself"
+    if other.dtype is not product.dtype:
+        return f"the addend is {other.dtype.short_name}, the product {product.dtype.short_name}"
+    if other.rank != product.rank or not all(
+            _same_dim(mine, theirs) for mine, theirs in zip(other.shape, product.shape)):
+        return (f"Add {adder.name!r} adds {other.name!r} {list(other.shape)} to the product "
+                f"{list(product.shape)}: not the same shape")
+    return None
+
+
+def _build_residual(match: Match, graph: Graph) -> Sequence[Value]:
+    fused = match.node("fused")
+    return _new(graph, "MatMulBiasAdd", [*fused.inputs[:3], match.value("residual")],
+                fused.attrs, "matmul_bias_add")
+
+
+#: Add(MatMulBiasAdd(x, W, b), r) -> MatMulBiasAdd(x, W, b, residual=r): a transformer's
+#: skip connection added by the product's kernel as it writes (no pass over the sum)
+RESIDUAL_RULE = Fusion(
+    "MatMulBiasAddResidualFusion",
+    Pattern(Node("Add", inputs=[Node("MatMulBiasAdd", name="fused", attrs={"activation": "none"}),
+                                Input("residual")])),
+    _build_residual, _check_residual,
+    summary="fused {count} {ops} (a residual of the product's shape) into MatMulBiasAdd")
+
 RELU_ACTIVATION_RULE = _activation_rule("Relu", lambda match: "relu")
 GELU_ACTIVATION_RULE = _activation_rule("Gelu", _gelu_activation)
 
@@ -185,6 +217,22 @@ class MatMulBiasFusionPass(RewritePass):
             _build_matmul_add, _check_matmul_add,
             summary="fused {count} {ops} (1-D bias) into MatMulBiasAdd")
         super().__init__([seed_rule, add_rule, RELU_ACTIVATION_RULE, GELU_ACTIVATION_RULE])
+
+
+class MatMulResidualFusionPass(RewritePass):
+    """MatMulBiasAdd + residual Add (+ activation) -> MatMulBiasAdd with a residual.
+
+    Add(MatMulBiasAdd(x, W, b), r), either operand order, with r of the product's shape
+    and dtype -> MatMulBiasAdd(x, W, b, residual=r): a transformer's skip connection,
+    added by the product's kernel as it writes its output; then Relu / Gelu ->
+    MatMulBiasAdd with that activation (applied after the residual). Runs after the
+    attention and LayerNorm fusions, so their patterns see the graph's own Adds. Refuses
+    when the product already has an activation (the Add would follow it) or a residual,
+    the Add would broadcast the product, or the dtypes differ.
+    """
+
+    def __init__(self) -> None:
+        super().__init__([RESIDUAL_RULE, RELU_ACTIVATION_RULE, GELU_ACTIVATION_RULE])
 
 
 # -- GELU -------------------------------------------------------------------------------

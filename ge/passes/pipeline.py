@@ -21,6 +21,7 @@ from ge.passes.fusion_transformer import (
     GeluFusionPass,
     LayerNormFusionPass,
     MatMulBiasFusionPass,
+    MatMulResidualFusionPass,
     SiluFusionPass,
 )
 from ge.passes.layout import LayoutPass
@@ -40,7 +41,8 @@ def _basic() -> list[Pass]:
 def _fusions() -> list[Pass]:
     # SiLU first: a convolution then takes it as a post-op
     return [BatchNormFoldingPass(), SiluFusionPass(), ConvFusionPass(), MatMulBiasFusionPass(),
-            GeluFusionPass(), LayerNormFusionPass(), AttentionFusionPass()]
+            GeluFusionPass(), LayerNormFusionPass(), AttentionFusionPass(),
+            MatMulResidualFusionPass()]
 
 
 def passes_for_level(level: int) -> list[Pass]:

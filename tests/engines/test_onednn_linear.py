@@ -46,6 +46,56 @@ def test_matmul_bias_add_with_each_activation(activation, bias_constant):
                     const=(1, 2) if bias_constant else (1,))
 
 
+@pytest.mark.parametrize("activation", ["none", "relu", "gelu"])
+def test_matmul_bias_add_with_a_residual_read_where_it_lies(activation):
+    """A residual fed to the graph is never overwritten: a binary post-op reads it."""
+    arrays = [_f32(2, 40, 64), _f32(64, 128), _f32(128), _f32(2, 40, 128)]
+    check_on_onednn("MatMulBiasAdd", arrays, {"activation": activation}, const=(1, 2))
+
+
+def _skip_block(refused: bool = False) -> ge.Graph:
+    """x -> Relu (the residual, read by nothing else) -> MatMulBiasAdd(x, W, b, residual)
+    -> Neg: the plan may write the product over the residual, which dies there."""
+    graph = ge.Graph("skip")
+    x = create_node("Data", [], {"shape": [2, 40, 64]}, "x", graph)
+    skip = create_node("Relu", [create_node("Neg", [x], {}, "n", graph)], {}, "skip", graph)
+    weight = create_node("Const", [], {"value": ge.Tensor(_f32(64, 64))}, "w", graph)
+    bias = create_node("Const", [], {"value": ge.Tensor(_f32(64))}, "b", graph)
+    product = create_node("MatMulBiasAdd", [x, weight, bias, skip], {"activation": "relu"},
+                          "product", graph)
+    graph.set_outputs([create_node("Neg", [product], {}, "op", graph)])
+    return graph
+
+
+@pytest.mark.parametrize("refused", [False, True])
+def test_a_residual_that_dies_is_summed_in_place(refused, monkeypatch):
+    """The plan writes the product over the residual; the kernel adds what it finds there
+    (a sum post-op), the same bits as reading it from elsewhere; where oneDNN refuses,
+    the next engine gets a copy of it."""
+    graph, feed = _skip_block(), {"x": _f32(2, 40, 64)}
+    apart = ge.graphpass.MemoryPass()
+    apart.enable_inplace(False)
+    separate = ge.compile(apart.run(graph), opt_level=0, engines=["onednn", "numpy"])
+    assert not separate.memory["inplace_count"]
+    want = ge.Session(separate).run(feed)["op"]
+    if refused:
+        def refuse(*args: Any, **kwargs: Any) -> Any:
+            raise ge.errors.UnsupportedOpError("refused (test)")
+
+        monkeypatch.setattr(_lib, "matmul", refuse)
+    executable = ge.compile(graph, opt_level=0, engines=["onednn", "numpy"])
+    assert executable.report["engines_by_op"]["onednn"] == {"MatMulBiasAdd": 1}
+    session = ge.Session(executable)
+    got = session.run(feed)["op"]
+    index = next(i for i, step in enumerate(executable.steps) if step.node == "product")
+    assert index in session._program.plan_for({"x": (2, 40, 64)}).memory.inplace
+    assert_close(got, _reference(graph, feed), accumulate=True)
+    for _ in range(3):  # the cached primitive, and the straight-line runner
+        np.testing.assert_array_equal(session.run(feed)["op"], got)
+    if not refused:
+        np.testing.assert_array_equal(got, want)
+
+
 def test_a_bias_of_one_value_fed_at_run_time_broadcasts():
     arrays = [_f32(64, 64), _f32(64, 96), _f32(1)]
     check_on_onednn("MatMulBiasAdd", arrays, {"activation": "relu"}, const=(1,))

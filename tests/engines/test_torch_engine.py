@@ -293,6 +293,9 @@ def test_matmul_bias_add(a_shape, activation):
                    {"activation": activation}, const=(1, 2))
     check_on_torch("MatMulBiasAdd", [_f32(*a_shape), _f32(12, 16), _f32(12)],
                    {"activation": activation, "transpose_b": True}, const=(1,))
+    residual = _f32(*a_shape[:-1], 12)
+    check_on_torch("MatMulBiasAdd", [_f32(*a_shape), _f32(16, 12), _f32(12), residual],
+                   {"activation": activation}, const=(1, 2))
 
 
 @pytest.mark.parametrize("c_shape", [None, (5,), (1, 5), (4, 5), (4, 1)], ids=str)

@@ -300,6 +300,9 @@ def test_matmul_bias_add(activation: str, shapes: tuple[tuple[int, ...], ...],
     arrays = [sample(shapes[0], dtype, seed=1), sample(shapes[1], dtype, seed=2),
               sample((3,), dtype, seed=3)]
     check("MatMulBiasAdd", arrays, {"activation": activation}, exact=False)
+    residual = sample((*np.broadcast_shapes(shapes[0][:-2], shapes[1][:-2]), shapes[0][-2], 3),
+                      dtype, seed=4)
+    check("MatMulBiasAdd", [*arrays, residual], {"activation": activation}, exact=False)
 
 
 def test_matmul_bias_add_transposed_integers() -> None:

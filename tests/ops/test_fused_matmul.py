@@ -1,5 +1,5 @@
-"""MatMulBiasAdd against torch (linear + activation), its inference, cost and decomposition,
-and the fast erf-form GELU against math.erfc."""
+"""MatMulBiasAdd against torch (linear + residual + activation), its inference, cost and
+decomposition, and the fast erf-form GELU against math.erfc."""
 
 from __future__ import annotations
 
@@ -34,11 +34,13 @@ def _random(shape: tuple, dtype: Any = np.float32) -> np.ndarray:
 
 
 def _torch_reference(a: np.ndarray, b: np.ndarray, bias: np.ndarray, activation: str,
-                     transpose_b: bool = False) -> np.ndarray:
+                     transpose_b: bool = False, residual: Any = None) -> np.ndarray:
     a_t, b_t = torch.from_numpy(a.astype(np.float64)), torch.from_numpy(b.astype(np.float64))
     if transpose_b:
         b_t = b_t.transpose(-1, -2)
     y = torch.matmul(a_t, b_t) + torch.from_numpy(bias.astype(np.float64))
+    if residual is not None:
+        y = y + torch.from_numpy(residual.astype(np.float64))
     return TORCH_ACTIVATIONS[activation](y).numpy()
 
 
@@ -51,6 +53,17 @@ def test_matmul_bias_add_matches_torch(activation, a_shape, b_shape):
                   const=["b", "bias"])
     assert_close(y, _torch_reference(a, b, bias, activation).astype(np.float32),
                  accumulate=True)
+
+
+@pytest.mark.parametrize("activation", sorted(TORCH_ACTIVATIONS))
+@pytest.mark.parametrize(("a_shape", "b_shape"), [((3, 4), (4, 5)), ((2, 3, 4), (4, 5))])
+def test_residual_is_added_before_the_activation(activation, a_shape, b_shape):
+    a, b, bias = _random(a_shape), _random(b_shape), _random((b_shape[-1],))
+    residual = _random((*a_shape[:-1], b_shape[-1]))
+    (y,) = run_op("MatMulBiasAdd", {"a": a, "b": b, "bias": bias, "residual": residual},
+                  {"activation": activation}, const=["b", "bias"])
+    expected = _torch_reference(a, b, bias, activation, residual=residual)
+    assert_close(y, expected.astype(np.float32), accumulate=True)
 
 
 def test_transpose_b_and_a_size_one_bias():
@@ -75,12 +88,22 @@ def test_other_float_types_keep_their_dtype(dtype):
     (((3, 4), (5, 5), (5,)), {}, ShapeError, "inner dimensions differ"),
     (((4,), (4,), (1,)), {}, ShapeError, "is a scalar"),
     (((3, 4), (4, 5), (5,)), {"activation": "swish"}, AttrError, "activation"),
+    (((3, 4), (4, 5), (5,), (1, 5)), {}, ShapeError, "no broadcasting"),
+    (((3, 4), (4, 5), (5,), (5,)), {}, ShapeError, r"residual has shape \[5\]"),
 ])
 def test_inference_refuses_bad_inputs(shapes, attrs, error, words):
     inputs = [create_node("Data", [], {"shape": list(s)}, name=f"in{i}")
               for i, s in enumerate(shapes)]
     with pytest.raises(error, match=words):
         create_node("MatMulBiasAdd", inputs, attrs)
+
+
+def test_a_residual_of_another_dtype_is_refused():
+    inputs = [create_node("Data", [], {"shape": s}, name=f"in{n}")
+              for n, s in enumerate(([3, 4], [4, 5], [5]))]
+    wide = create_node("Data", [], {"shape": [3, 5], "dtype": ge.DataType.DT_DOUBLE}, name="r")
+    with pytest.raises(DTypeError, match="residual has dtype"):
+        create_node("MatMulBiasAdd", [*inputs, wide])
 
 
 def test_gelu_needs_floats_and_operands_one_dtype():
@@ -104,17 +127,26 @@ def test_cost_counts_the_product_the_bias_and_the_activation():
     assert plain.flops == 2 * 3 * 5 * (2 * 4 + 1)
     assert with_gelu.flops > plain.flops
     assert plain.bytes == 4 * (24 + 20 + 5 + 30)
+    residual = create_node("Data", [], {"shape": [2, 3, 5]}, name="r")
+    with_residual = node_cost(create_node("MatMulBiasAdd", [*inputs, residual]))
+    assert with_residual.flops == plain.flops + 2 * 3 * 5
+    assert with_residual.bytes == plain.bytes + 4 * 30
 
 
+@pytest.mark.parametrize("residual", [False, True])
 @pytest.mark.parametrize("activation", ["none", "relu", "gelu", "gelu_tanh"])
-def test_decomposition_computes_the_same(activation):
+def test_decomposition_computes_the_same(activation, residual):
     graph = ge.Graph("fused")
     x = create_node("Data", [], {"shape": [2, 3, 4]}, "x", graph)
     w = create_node("Const", [], {"value": ge.Tensor(_random((4, 5)))}, "w", graph)
     b = create_node("Const", [], {"value": ge.Tensor(_random((5,)))}, "b", graph)
-    fused = create_node("MatMulBiasAdd", [x, w, b], {"activation": activation}, "dense", graph)
-    graph.set_outputs([fused])
+    inputs = [x, w, b]
     feeds = {"x": _random((2, 3, 4))}
+    if residual:
+        inputs.append(create_node("Data", [], {"shape": [2, 3, 5]}, "r", graph))
+        feeds["r"] = _random((2, 3, 5))
+    fused = create_node("MatMulBiasAdd", inputs, {"activation": activation}, "dense", graph)
+    graph.set_outputs([fused])
     expected = evaluate(graph, feeds)["dense"]
     replacement = decompose_matmul_bias_add(fused, graph)
     fused.outputs[0].replace_all_uses_with(replacement)
@@ -122,7 +154,7 @@ def test_decomposition_computes_the_same(activation):
     graph.validate()
     kinds = [n.op_type for n in graph.topological_order() if n.op_type not in ("Data", "Const")]
     tail = {"none": [], "relu": ["Relu"], "gelu": ["Gelu"], "gelu_tanh": ["Gelu"]}[activation]
-    assert kinds == ["MatMul", "Add", *tail]
+    assert kinds == ["MatMul", "Add", *(["Add"] if residual else []), *tail]
     assert_close(next(iter(evaluate(graph, feeds).values())), expected, accumulate=True)
 
 

@@ -22,6 +22,7 @@ from ge.passes.fusion_transformer import (
     GeluFusionPass,
     LayerNormFusionPass,
     MatMulBiasFusionPass,
+    MatMulResidualFusionPass,
     SiluFusionPass,
 )
 from tests.tolerance import assert_close
@@ -165,6 +166,104 @@ def test_gemm_stays_gemm():
     graph.set_outputs([gemm])
     after, (result,) = rewrite(graph, MatMulBiasFusionPass())
     assert structure(after) == ["Gemm"] and not result.changed
+
+
+def skip(order: str = "product first", residual_shape: tuple = (2, 3, 5),
+         after: str = "", before: str = "") -> ge.Graph:
+    """z = [act](x @ w + b [act] + r): a transformer's skip connection, the residual r
+    computed (a Neg of a fed value), the Add's operands in either order."""
+    graph = ge.Graph("skip")
+    x = data(graph, "x", (2, 3, 4))
+    r = op(graph, "Neg", [data(graph, "r_in", residual_shape)], "r")
+    product = op(graph, "MatMul", [x, const(graph, "w", RNG.standard_normal((4, 5)))], "mm")
+    y = op(graph, "Add", [product, const(graph, "b", RNG.standard_normal(5))], "y")
+    if before:
+        y = op(graph, before, [y], "act_before")
+    z = op(graph, "Add", [y, r] if order == "product first" else [r, y], "z")
+    if after:
+        z = op(graph, after, [z], "act_after")
+    graph.set_outputs([z])
+    return graph
+
+
+@pytest.mark.parametrize("order", ["product first", "residual first"])
+def test_a_residual_add_after_the_product_becomes_its_residual(order):
+    before = skip(order)
+    after, results = rewrite(before, MatMulBiasFusionPass(), MatMulResidualFusionPass())
+    assert structure(before) == ["Neg", "MatMul", "Add", "Add"]
+    assert structure(after) == ["Neg", "MatMulBiasAdd"]
+    fused = after.outputs[0].producer
+    assert fused.name == "z" and fused.inputs[3].producer.name == "r"
+    assert results[1].notes == ["fused 1 MatMulBiasAdd+Add (a residual of the product's "
+                                "shape) into MatMulBiasAdd"]
+
+
+@pytest.mark.parametrize("activation", ["Relu", "Gelu"])
+def test_an_activation_after_the_residual_add_is_fused_after_it(activation):
+    after, _ = rewrite(skip(after=activation), MatMulBiasFusionPass(),
+                       MatMulResidualFusionPass())
+    expected = "relu" if activation == "Relu" else "gelu"
+    assert structure(after, "activation") == ["Neg", f"MatMulBiasAdd(activation={expected!r})"]
+    assert len(after.outputs[0].producer.inputs) == 4
+
+
+@pytest.mark.parametrize(("kwargs", "reason"), [
+    ({"residual_shape": (2, 1, 5)}, "not the same shape"),
+    ({"residual_shape": (5,)}, "not the same shape"),
+    ({"before": "Relu"}, ""),  # the Add follows an activation: the pattern does not match
+])
+def test_residual_refusals(kwargs, reason):
+    before = skip(**kwargs)
+    fusion = MatMulResidualFusionPass()
+    after, (_, result) = rewrite(before, MatMulBiasFusionPass(), fusion)
+    assert "Add" in structure(after) and not result.changed
+    if reason:
+        assert any(reason in r for r in refusals(fusion)), refusals(fusion)
+
+
+def test_a_product_added_to_itself_is_refused():
+    graph = ge.Graph("twice")
+    x = data(graph, "x", (2, 3, 4))
+    product = op(graph, "MatMulBiasAdd", [x, const(graph, "w", RNG.standard_normal((4, 5))),
+                                          const(graph, "b", RNG.standard_normal(5))], "y")
+    graph.set_outputs([op(graph, "Add", [product, product], "z")])
+    fusion = MatMulResidualFusionPass()
+    after, (result,) = rewrite(graph, fusion)
+    assert structure(after) == ["MatMulBiasAdd", "Add"] and not result.changed
+
+
+def test_compile_fuses_a_post_norm_encoder_layers_residuals():
+    """ge.compile at its default level: each skip connection of a post-norm layer (the
+    attention's output projection and the feed-forward's second product) is added by its
+    product, and the result is what the unoptimized graph computes."""
+    graph = ge.Graph("layer")
+    x = data(graph, "x", (2, 8, 16))
+    dense_ = lambda name, source, n: op(  # noqa: E731
+        graph, "Add", [op(graph, "MatMul", [source, const(graph, f"{name}_w",
+                                                           RNG.standard_normal((16, n)) * .3)],
+                          f"{name}_mm"), const(graph, f"{name}_b", RNG.standard_normal(n))],
+        name)
+    norm = lambda name, source: op(  # noqa: E731
+        graph, "LayerNormalization", [source, const(graph, f"{name}_g", np.ones(16)),
+                                      const(graph, f"{name}_s", np.zeros(16))], name, axis=-1)
+    h = norm("ln1", op(graph, "Add", [x, dense_("proj", x, 16)], "skip1"))
+    inner = op(graph, "Relu", [dense_("up", h, 32)], "act")
+    down = op(graph, "Add", [op(graph, "MatMul", [inner, const(
+        graph, "down_w", RNG.standard_normal((32, 16)) * .3)], "down_mm"),
+        const(graph, "down_b", RNG.standard_normal(16))], "down")
+    graph.set_outputs([norm("ln2", op(graph, "Add", [h, down], "skip2"))])
+    executable = ge.compile(graph)
+    kinds = [n.op_type for n in executable.graph.nodes if n.op_type not in ("Data", "Const")]
+    assert kinds.count("MatMulBiasAdd") == 3 and "Add" not in kinds, kinds
+    residuals = [n for n in executable.graph.nodes
+                 if n.op_type == "MatMulBiasAdd" and len(n.inputs) > 3]
+    assert len(residuals) == 2
+    (entry,) = [e for e in executable.report["passes"]
+                if e["pass"] == "MatMulResidualFusionPass"]
+    assert entry["counts"] == {"MatMulBiasAddResidualFusion": 2}
+    feeds = feeds_for(graph)
+    want = ge.Session(ge.compile(graph, opt_level=0)).run(feeds)["ln2"]
+    assert_close(ge.Session(executable).run(feeds)["ln2"], want, accumulate=True)
 
 
 # -- GELU -------------------------------------------------------------------------------

@@ -105,9 +105,10 @@ class OneDNNEngine(Engine):
         return entry[1](node)
 
     def inplace_input(self, node: Node) -> Optional[int]:
-        """A FusedConv2D's residual (input 3): its writer adds it where it lies, with a
-        sum post-op, when the plan hands it the residual's buffer as the output."""
-        if node.op_type == "FusedConv2D" and len(node.inputs) > 3 \
+        """A FusedConv2D's or MatMulBiasAdd's residual (input 3): its writer adds it where
+        it lies, with a sum post-op, when the plan hands it the residual's buffer as the
+        output."""
+        if node.op_type in ("FusedConv2D", "MatMulBiasAdd") and len(node.inputs) > 3 \
                 and node.inputs[3] is not None:
             return 3
         return None

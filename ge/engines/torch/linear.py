@@ -29,6 +29,7 @@ from ge.engines.torch._base import (
     tensor,
 )
 from ge.engines.transpose import Transposer
+from ge.errors import ExecutionError
 from ge.ir import Node
 
 __all__: list[str] = []
@@ -152,6 +153,8 @@ def _bind_matmul(node: Node) -> Binding:
         else "none"
     bias = _operand(node, 2, False) if node.op_type == "MatMulBiasAdd" else None
     bias_given = node.op_type == "MatMulBiasAdd" and bias is None
+    has_residual = node.op_type == "MatMulBiasAdd" and len(node.inputs) > 3 \
+        and node.inputs[3] is not None
     finish = _in_place_activation(activation)
     matmul, addmm = torch.matmul, torch.addmm
 
@@ -177,6 +180,14 @@ def _bind_matmul(node: Node) -> Binding:
             matmul(a, b, out=out)
             if row_bias is not None:
                 out += row_bias
+        if has_residual:
+            residual = inputs[3]
+            assert residual is not None
+            if residual.shape != outs[0].shape:
+                raise ExecutionError(f"MatMulBiasAdd node {node.name!r}: the residual has "
+                                     f"shape {list(residual.shape)}, the product "
+                                     f"{list(outs[0].shape)}")
+            out += tensor(residual)
         if finish is not None:
             finish(out)
 

@@ -18,6 +18,7 @@ from ge.engines.numpy.writers._base import (
     _writes,
 )
 from ge.engines.transpose import Transposer
+from ge.errors import ExecutionError
 from ge.ir import Node
 from ge.ops.fused_matmul import gelu_erf
 from ge.ops.registry import const_value
@@ -374,17 +375,25 @@ def _gelu_tanh_into(y: np.ndarray) -> None:
 
 @_writes("MatMulBiasAdd")
 def _matmul_bias_add(node: Node) -> Optional[WritingKernel]:
-    """``activation(a' @ b' + bias)`` with the product written into out and the rest
-    applied in place (16-bit floats are not covered)."""
+    """``activation(a' @ b' + bias + residual)`` with the product written into out and
+    the rest applied in place (16-bit floats are not covered)."""
     if _dtype(node) == np.float16:
         return None
     attrs = node.attrs
     activation = attrs["activation"]
+    has_residual = len(node.inputs) > 3 and node.inputs[3] is not None
 
     def run(inputs: Inputs, outs: Outs) -> None:
         out = outs[0]
         _matmul_into(*_operands(inputs, attrs["transpose_a"], attrs["transpose_b"]), out)
         np.add(out, _array(inputs, 2), out=out)
+        if has_residual:
+            residual = _array(inputs, 3)
+            if residual.shape != out.shape:
+                raise ExecutionError(f"MatMulBiasAdd node {node.name!r}: the residual has "
+                                     f"shape {list(residual.shape)}, the product "
+                                     f"{list(out.shape)}")
+            np.add(out, residual, out=out)
         if activation == "relu":
             np.maximum(out, out.dtype.type(0), out=out)
         elif activation == "gelu":
