@@ -183,16 +183,19 @@ def test_a_configuration_onednn_refuses_runs_on_the_next_engine(monkeypatch):
                                      "strides": [2, 2], "padding": "SAME"})
 
 
-def _residual_block() -> ge.Graph:
+def _residual_block(layout: str = "NHWC") -> ge.Graph:
     """-relu(conv_b(relu(conv_a(x))) + y) with y = conv_c(x): y dies at the fused
-    convolution that adds it, so the memory plan may write that output over it."""
+    convolution that adds it, so the memory plan may write that output over it. x is
+    [2, 7, 7, 8] (NHWC) or [2, 8, 7, 7] (NCHW)."""
     graph = ge.Graph("block")
-    x = create_node("Data", [], {"shape": [2, 7, 7, 8]}, "x", graph)
-    conv = {"data_format": "NHWC", "strides": [1, 1], "pads": [1, 1, 1, 1], "groups": 1}
+    shape = [2, 7, 7, 8] if layout == "NHWC" else [2, 8, 7, 7]
+    x = create_node("Data", [], {"shape": shape}, "x", graph)
+    conv = {"data_format": layout, "strides": [1, 1], "pads": [1, 1, 1, 1], "groups": 1}
 
     def weights(name: str) -> Any:
-        return create_node("Const", [], {"value": ge.Tensor(_f32(3, 3, 8, 8) * 0.3)}, name,
-                           graph)
+        filt = _f32(3, 3, 8, 8) * 0.3
+        return create_node("Const", [], {"value": ge.Tensor(
+            filt if layout == "NHWC" else filt.transpose(3, 2, 0, 1))}, name, graph)
 
     side = create_node("Conv2D", [x, weights("wc")], conv, "side", graph)
     a = create_node("FusedConv2D", [x, weights("wa")], {**conv, "activation": "Relu"}, "a",
@@ -203,11 +206,13 @@ def _residual_block() -> ge.Graph:
     return graph
 
 
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
 @pytest.mark.parametrize("refused", [False, True])
-def test_a_residual_that_dies_is_added_in_place(refused, monkeypatch):
+def test_a_residual_that_dies_is_added_in_place(refused, layout, monkeypatch):
     """The plan writes the output over the residual; the kernel adds what it finds there
-    (a sum post-op), and the next engine, where oneDNN refuses, gets a copy of it."""
-    graph = _residual_block()
+    (a sum post-op; in NCHW, what the channels-last scratch was given of it), and the
+    next engine, where oneDNN refuses, gets a copy of it."""
+    graph = _residual_block(layout)
     if refused:
         def refuse(*args: Any, **kwargs: Any) -> Any:
             raise ge.errors.UnsupportedOpError("refused (test)")
@@ -215,14 +220,55 @@ def test_a_residual_that_dies_is_added_in_place(refused, monkeypatch):
         monkeypatch.setattr(_lib, "convolution", refuse)
     executable = ge.compile(graph, opt_level=0, engines=["onednn", "numpy"])
     session = ge.Session(executable)
-    feed = {"x": _f32(2, 7, 7, 8)}
+    shape = (2, 7, 7, 8) if layout == "NHWC" else (2, 8, 7, 7)
+    feed = {"x": _f32(*shape)}
     got = session.run(feed)["op"]
     index = next(i for i, step in enumerate(executable.steps) if step.node == "end")
-    plan = session._program.plan_for({"x": (2, 7, 7, 8)}).memory
+    plan = session._program.plan_for({"x": shape}).memory
     assert index in plan.inplace
     for _ in range(3):  # the straight-line runner too
         np.testing.assert_array_equal(session.run(feed)["op"], got)
     assert_close(got, _reference(graph, feed), accumulate=True)
+
+
+def test_nchw_convolutions_of_several_sizes_share_each_threads_scratch():
+    """NCHW convolutions run channels-last kernels on per-thread scratch: two sessions
+    of different sizes, on two threads at once, each get their own results."""
+    def chain(channels: int, size: int) -> tuple[ge.Session, np.ndarray, np.ndarray]:
+        graph = ge.Graph(f"chain{channels}")
+        x = create_node("Data", [], {"shape": [1, channels, size, size]}, "x", graph)
+        conv = {"data_format": "NCHW", "strides": [1, 1], "pads": [1, 1, 1, 1]}
+        wide = create_node("Const", [], {"value": ge.Tensor(
+            _f32(2 * channels, channels, 3, 3) * 0.2)}, "w1", graph)
+        narrow = create_node("Const", [], {"value": ge.Tensor(
+            _f32(channels, 2 * channels, 1, 1) * 0.2)}, "w2", graph)
+        first = create_node("FusedConv2D", [x, wide], {**conv, "activation": "Relu"}, "a",
+                            graph)
+        second = create_node("FusedConv2D", [first, narrow, None, x],
+                             {**conv, "pads": [0, 0, 0, 0]}, "op", graph)
+        graph.set_outputs([second])
+        feed = _f32(1, channels, size, size)
+        want = _reference(graph, {"x": feed})
+        return ge.Session(ge.compile(graph, opt_level=0, engines=["onednn", "numpy"])), feed, want
+
+    cases = [chain(8, 20), chain(16, 9)]
+    failures: list[str] = []
+
+    def work(session: ge.Session, feed: np.ndarray, want: np.ndarray) -> None:
+        for _ in range(20):
+            got = session.run({"x": feed})["op"]
+            if not np.allclose(got, want, rtol=1e-4, atol=1e-4):
+                failures.append(f"{feed.shape}: off by {np.abs(got - want).max()}")
+                return
+
+    workers = [threading.Thread(target=work, args=case) for case in cases]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert not failures, failures
+    for session, feed, want in cases:  # and one after the other on this thread
+        assert_close(session.run({"x": feed})["op"], want, accumulate=True)
 
 
 def test_a_residual_that_is_also_the_image_is_not_overwritten():

@@ -55,6 +55,19 @@ def test_a_tuned_residual_block_adds_in_place_and_matches_numpy(tune_every_conv)
         assert choice.gain >= 1.0
 
 
+def test_an_nchw_block_runs_channels_last_kernels_and_matches_numpy(tune_every_conv):
+    """oneDNN's plain-NCHW kernels are GEMM-based: an NCHW convolution is timed and run
+    as the channels-last one of its shape, between reorders."""
+    graph, feed = _residual_block("NCHW"), {"x": _f32(2, 8, 7, 7)}
+    session = ge.Session(ge.compile(graph, opt_level=0, engines=["onednn", "numpy"]))
+    got = session.run(feed)["op"]
+    assert_close(got, _reference(graph, feed), accumulate=True)
+    np.testing.assert_array_equal(session.run(feed)["op"], got)
+    made = tuning.choices()
+    assert len(made) == 3 and all(choice.what.startswith("NHWC [2, 8, 7, 7]")
+                                  for choice in made), made
+
+
 def test_the_residual_added_in_place_or_read_where_it_lies_runs_one_kernel(tune_every_conv):
     """Whether the memory plan puts the output over the residual changes no bit: both
     forms of the convolution share one choice."""
