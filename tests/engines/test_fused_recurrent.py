@@ -368,3 +368,74 @@ def test_the_input_projection_runs_on_onednn_or_numpy(refused, monkeypatch):
         assert_close(project(rows), rows.astype(np.float64) @ weights, accumulate=True)
     made = [p for p in project._primitives.values() if p is not None]
     assert len(made) == (0 if refused else 2)  # 7 and 1 rows; 0 rows never asks oneDNN
+
+
+# -- both directions at once -------------------------------------------------------------
+
+@pytest.fixture(params=["openmp", "worker thread"])
+def directions_at_once(request, monkeypatch):
+    """Every bidirectional node's directions run at once: on the OpenMP pool oneDNN runs
+    on, or (as without oneDNN) on the process's worker thread."""
+    monkeypatch.setattr(recurrent, "PARALLEL_DIRECTION_MACS", 0)
+    monkeypatch.setattr(recurrent, "_CORES", 2)
+    if request.param == "worker thread":
+        monkeypatch.setattr(recurrent, "_OPENMP", [None])
+    else:
+        assert recurrent._openmp() is not None, "oneDNN's OpenMP runtime is not reachable"
+    return request.param
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=CELL_IDS)
+@pytest.mark.parametrize("layout", [0, 1])
+def test_both_directions_at_once_compute_what_one_after_the_other_does(
+        cell, layout, directions_at_once, monkeypatch):
+    op_type, cell_attrs = cell
+    inputs = make_inputs(op_type, "bidirectional", seq=9, batch=2, layout=layout,
+                         lengths=[9, 4])
+    attrs = attributes(op_type, cell_attrs, "bidirectional", layout=layout)
+    graph, names = one_node_graph(op_type, inputs, attrs)
+    feeds = {n: a for n, a in inputs.items() if n not in WEIGHTS}
+    pairs: list[int] = []
+    both = recurrent._both
+    monkeypatch.setattr(recurrent, "_both", lambda *args: (pairs.append(1), both(*args)))
+    check(op_type, inputs, attrs)  # against NumPy and onnxruntime
+    at_once = ge.Session(ge.compile(graph, opt_level=0)).run(feeds)
+    assert pairs, "the directions ran one after the other"
+    monkeypatch.setattr(recurrent, "PARALLEL_DIRECTION_MACS", 1 << 62)
+    count = len(pairs)
+    in_turn = ge.Session(ge.compile(graph, opt_level=0)).run(feeds)
+    assert len(pairs) == count
+    for name in names:
+        np.testing.assert_array_equal(at_once[name], in_turn[name], err_msg=name)
+
+
+def test_an_error_in_either_direction_reaches_the_caller_after_both_ran(directions_at_once):
+    ran: list[str] = []
+
+    def loop(tag: str) -> None:
+        ran.append(tag)
+        if tag == "bad":
+            raise ValueError("a bad direction")
+
+    for first, second in (("bad", "good"), ("good", "bad")):
+        ran.clear()
+        with pytest.raises(ValueError, match="a bad direction"):
+            recurrent._both(loop, (first,), (second,))
+        assert sorted(ran) == ["bad", "good"]
+
+
+def test_a_run_of_one_thread_runs_its_directions_one_after_the_other(monkeypatch):
+    monkeypatch.setattr(recurrent, "PARALLEL_DIRECTION_MACS", 0)
+    monkeypatch.setattr(recurrent, "_CORES", 2)
+    inputs = make_inputs("LSTM", "bidirectional")
+    graph, names = one_node_graph("LSTM", inputs, attributes("LSTM", {}, "bidirectional"))
+    feeds = {n: a for n, a in inputs.items() if n not in WEIGHTS}
+    want = ge.Session(ge.compile(graph, opt_level=0, engines=["numpy"])).run(feeds)
+    pairs: list[int] = []
+    both = recurrent._both
+    monkeypatch.setattr(recurrent, "_both", lambda *args: (pairs.append(1), both(*args)))
+    for threads, expected in ((1, 0), (2, 1)):
+        got = ge.Session(ge.compile(graph, opt_level=0), threads=threads).run(feeds)
+        assert len(pairs) == expected, f"{threads} thread(s)"
+        for name in names:
+            assert_close(got[name], want[name], accumulate=True, what=name)
