@@ -96,6 +96,22 @@ def test_a_residual_that_dies_is_summed_in_place(refused, monkeypatch):
         np.testing.assert_array_equal(got, want)
 
 
+def test_a_residual_that_is_also_the_rows_is_not_overwritten():
+    graph = ge.Graph("self")
+    x = create_node("Data", [], {"shape": [64, 64]}, "x", graph)
+    rows = create_node("Relu", [x], {}, "rows", graph)
+    weight = create_node("Const", [], {"value": ge.Tensor(_f32(64, 64))}, "w", graph)
+    bias = create_node("Const", [], {"value": ge.Tensor(_f32(64))}, "b", graph)
+    graph.set_outputs([create_node("MatMulBiasAdd", [rows, weight, bias, rows], {}, "op",
+                                   graph)])
+    executable = ge.compile(graph, opt_level=0, engines=["onednn", "numpy"])
+    assert executable.report["engines_by_op"]["onednn"] == {"MatMulBiasAdd": 1}
+    session = ge.Session(executable)
+    feed = {"x": _f32(64, 64)}
+    assert_close(session.run(feed)["op"], _reference(graph, feed), accumulate=True)
+    assert not session._program.plan_for({"x": (64, 64)}).memory.inplace
+
+
 def test_a_bias_of_one_value_fed_at_run_time_broadcasts():
     arrays = [_f32(64, 64), _f32(64, 96), _f32(1)]
     check_on_onednn("MatMulBiasAdd", arrays, {"activation": "relu"}, const=(1,))
