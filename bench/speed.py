@@ -84,7 +84,10 @@ def main(argv: list[str] | None = None) -> int:
              f"contender warmed up alone, then blocks of about {args.block_seconds} s "
              f"alternating over {args.rounds} rounds (each block after 2 untimed runs); "
              "medians. \"alone\" is the same measurement in a fresh process running only "
-             "that contender; (!) marks an in-harness figure over 10 % off it. A ratio is "
+             "that contender; (!) marks an in-harness figure over 10 % off it. In the "
+             "harness the peers run in a process whose C heap GE has tuned (glibc's "
+             "`mallopt`, a setting of the whole process: "
+             "`ge.runtime.memory.tune_process_heap`); alone, they run without it. A ratio is "
              "that of the medians; in parentheses, the lowest and highest of the rounds' "
              "own ratios (each round's GE block against the peer's block beside it). "
              "GFLOP/s counts GE's cost-model FLOPs.", ""]
