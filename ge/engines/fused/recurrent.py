@@ -74,8 +74,8 @@ OP_TYPES = frozenset({"LSTM", "GRU", "RNN"})
 MAX_STEP_MACS = 1 << 18
 #: a bidirectional node whose directions each have this many multiply-adds of recurrent
 #: products (steps x batch x gates x hidden^2) or more runs them on two threads at once:
-#: handing one to the worker thread and back costs about 30 us, a direction of this size
-#: about 0.1 ms
+#: handing a direction to another thread and back costs tens of microseconds, a
+#: direction of this size about 0.1 ms
 PARALLEL_DIRECTION_MACS = 1 << 21
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
