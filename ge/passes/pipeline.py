@@ -25,7 +25,7 @@ from ge.passes.fusion_transformer import (
     SiluFusionPass,
 )
 from ge.passes.layout import LayoutPass
-from ge.passes.transpose import TransposeSinkingPass
+from ge.passes.transpose import FlattenedTransposeFoldingPass, TransposeSinkingPass
 
 __all__ = ["passes_for_level", "LEVELS"]
 
@@ -56,7 +56,7 @@ def passes_for_level(level: int) -> list[Pass]:
         passes += _fusions() + [ConstantFoldingPass(), DeadCodeEliminationPass()]
     if level >= 3:
         passes += [LayoutPass(), TransposeSinkingPass(), NoOpEliminationPass(),
-                   DeadCodeEliminationPass()]
+                   FlattenedTransposeFoldingPass(), DeadCodeEliminationPass()]
     if level >= 2:
         passes += [ElementwiseFusionPass(), DeadCodeEliminationPass()]
     return passes

@@ -23,6 +23,7 @@ elementwise ops whose operands have different ranks.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from typing import Optional
 
@@ -33,7 +34,7 @@ from ge.ops.registry import Trait, const_value, create_node, op_has_trait
 from ge.passes.base import Pass, PassResult
 from ge.passes.rewrite import remove_unused
 
-__all__ = ["TransposeSinkingPass"]
+__all__ = ["TransposeSinkingPass", "FlattenedTransposeFoldingPass"]
 
 #: ops a region may hold besides elementwise ones
 _AXIS_OPS = ("Squeeze", "Unsqueeze", "Slice")
@@ -293,4 +294,113 @@ class TransposeSinkingPass(Pass):
             result.note(f"moved transposes past {result.counts['ops now on untransposed data']}"
                         f" ops in {result.counts['regions the transposes left']} regions, to "
                         f"where they meet another transpose")
+        return result
+
+
+# -- a transpose before a flatten into a product -----------------------------------------
+
+#: products whose first operand (untransposed) meets a constant weight matrix
+_PRODUCTS = ("Gemm", "MatMul", "MatMulBiasAdd")
+
+
+def _single_reader(value: Value) -> Optional[Node]:
+    """The one node that reads ``value`` (and reads it once), unless it is an output."""
+    users = value.users
+    if len(users) != 1 or value.is_graph_output():
+        return None
+    return users[0].node
+
+
+def _flattens_features(node: Node, source: Value) -> bool:
+    """Whether ``node`` turns ``source`` [N, ...] into [N, K] whatever the axis order
+    after N: Flatten at axis 1, or Reshape to two constant dims (N or 0 or -1, then K or
+    -1)."""
+    out = node.outputs[0]
+    if len(out.shape) != 2 or not source.shape or out.shape[0] != source.shape[0]:
+        return False
+    if node.op_type == "Flatten":
+        return int(node.attrs.get("axis", 1)) == 1
+    if node.op_type != "Reshape" or len(node.inputs) < 2 or node.attrs.get("allowzero"):
+        return False
+    shape = None if node.inputs[1] is None else const_value(node.inputs[1])
+    if shape is None or np.asarray(shape).size != 2:
+        return False
+    first, second = (int(v) for v in np.asarray(shape).reshape(-1))
+    return first in (0, -1, out.shape[0]) and second in (-1, out.shape[1]) and second != 0
+
+
+def _weight_axis(product: Node) -> Optional[int]:
+    """The axis of the product's constant weight that meets the flattened features (0:
+    rows, 1: columns), or None where the product does not read them plainly."""
+    weight = product.inputs[1] if len(product.inputs) > 1 else None
+    if weight is None or const_value(weight) is None or len(weight.shape) != 2:
+        return None
+    if product.op_type == "Gemm":
+        if int(product.attrs.get("transA", 0)):
+            return None
+        return 1 if int(product.attrs.get("transB", 0)) else 0
+    if product.attrs.get("transpose_a"):
+        return None
+    return 1 if product.attrs.get("transpose_b") else 0
+
+
+def _fold(graph: Graph, transpose: Node) -> bool:
+    """Fold ``transpose`` into the weight of the product its flatten feeds (see
+    ``FlattenedTransposeFoldingPass``); whether it did."""
+    perm = _perm_of(transpose)
+    source = transpose.inputs[0]
+    if perm is None or source is None or len(perm) < 3 or perm[0] != 0:
+        return False
+    features = [d for d in source.shape[1:] if isinstance(d, int) and d >= 0]
+    if len(features) != len(source.shape) - 1:
+        return False
+    flatten = _single_reader(transpose.outputs[0])
+    if flatten is None or flatten.inputs[0] is not transpose.outputs[0] \
+            or not _flattens_features(flatten, transpose.outputs[0]):
+        return False
+    product = _single_reader(flatten.outputs[0])
+    if product is None or product.op_type not in _PRODUCTS \
+            or product.inputs[0] is not flatten.outputs[0]:
+        return False
+    axis = _weight_axis(product)
+    if axis is None:
+        return False
+    weight_value = product.inputs[1]
+    assert weight_value is not None  # _weight_axis found a constant there
+    weight = np.asarray(const_value(weight_value))
+    size = math.prod(features)
+    if weight.shape[axis] != size:
+        return False
+    # feature f of the transposed order is feature order[f] of the source's own order
+    order = np.arange(size).reshape(features).transpose([p - 1 for p in perm[1:]]).reshape(-1)
+    permuted = np.empty_like(weight)
+    if axis == 0:
+        permuted[order] = weight
+    else:
+        permuted[:, order] = weight
+    name = graph.unique_name(f"{weight_value.name}/features_untransposed")
+    folded = create_node("Const", [], {"value": Tensor(permuted)}, name, graph).outputs[0]
+    flatten.replace_input_with(0, source)
+    product.replace_input_with(1, folded)
+    remove_unused(graph, [transpose])
+    return True
+
+
+class FlattenedTransposeFoldingPass(Pass):
+    """Transpose -> Flatten (or Reshape to [N, K]) -> a product with a constant weight,
+    where the transpose keeps axis 0 in place: the flatten reads the untransposed data
+    and the weight's K rows (columns for Gemm's ``transB``) are permuted once to match,
+    so the transpose is gone. The layout pass's ``to_nchw`` before a CNN classifier's
+    flatten and fully connected layer is the case it is for. Taken when the sizes after
+    axis 0 are static, each node is its predecessor's only reader, and the product reads
+    the flattened data as its first operand, untransposed."""
+
+    def run(self, graph: Graph) -> PassResult:
+        result = PassResult()
+        for node in list(graph.nodes):
+            if node.op_type == "Transpose" and node.graph is graph and _fold(graph, node):
+                result.count("transposes folded into weights", 1)
+        if result.changed:
+            result.note(f"folded {result.counts['transposes folded into weights']} transposes "
+                        f"before a flatten into the next product's constant weight")
         return result

@@ -206,7 +206,8 @@ def test_level_3_on_the_zoo_cnn_verifies(exported):
     graph = ge.parse_onnx(str(path))
     executable = ge.compile(graph, opt_level=3, verify=True)
     ops = [n.op_type for n in executable.graph.nodes]
-    assert ops.count("Transpose") == 2 and "FusedBatchNorm" not in ops
+    # the input's to_nhwc only: the to_nchw before the flatten is folded into the weight
+    assert ops.count("Transpose") == 1 and "FusedBatchNorm" not in ops
     feeds = random_feeds(graph, seed=0)
     want = ge.Session(ge.compile(graph, opt_level=0)).run(feeds)
     got = ge.Session(executable).run(feeds)

@@ -10,7 +10,7 @@ import pytest
 import ge
 from ge.ops import create_node, evaluate
 from ge.passes.cleanup import NoOpEliminationPass
-from ge.passes.transpose import TransposeSinkingPass
+from ge.passes.transpose import FlattenedTransposeFoldingPass, TransposeSinkingPass
 from ge.passes.verify import random_feeds
 from tests.tolerance import assert_close
 
@@ -138,3 +138,101 @@ def test_level_3_runs_the_spectrum_between_convolutions_without_transposes():
         ["encoder/to_nchw"]
     record = next(r for r in executable.report["passes"] if r["pass"] == "TransposeSinkingPass")
     assert record["changed"]
+
+
+# -- FlattenedTransposeFoldingPass -------------------------------------------------------
+
+def classifier(product="Gemm", flatten="Reshape", perm=(0, 3, 1, 2), shape=(0, -1),
+               computed_weight=False, **attrs):
+    """x [2, 4, 3, 5] (NHWC) -> Relu -> Transpose(perm) -> flatten -> a product with a
+    constant weight (Gemm: [10, K] with transB, else [K, 10]; a fed one when
+    ``computed_weight``) -> out."""
+    graph = ge.Graph("classifier")
+    x = create_node("Data", [], {"shape": [2, 4, 3, 5]}, "x", graph)
+    nchw = op(graph, "Transpose", [op(graph, "Relu", [x], "relu")], "to_nchw", perm=list(perm))
+    if flatten == "Reshape":
+        flat = op(graph, "Reshape", [nchw, const(graph, "shape", list(shape))], "flat")
+    else:
+        flat = op(graph, "Flatten", [nchw], "flat", axis=1)
+    size = int(flat.outputs[0].shape[0 if attrs.get("transA") else 1])
+    rng = np.random.default_rng(4)
+    wide = attrs.get("transB") or attrs.get("transpose_b")
+    dims = (10, size) if wide else (size, 10)
+    if computed_weight:
+        weight = create_node("Data", [], {"shape": list(dims)}, "w", graph)
+    else:
+        weight = const(graph, "w", rng.standard_normal(dims), np.float32)
+    bias = const(graph, "b", rng.standard_normal(10), np.float32)
+    inputs = [flat, weight] + ([bias] if product != "MatMul" else [])
+    graph.set_outputs([op(graph, product, inputs, "out", **attrs)])
+    return graph
+
+
+def fold(graph):
+    """Run the folding pass on a copy; check the numbers; return the copy and result."""
+    feeds = random_feeds(graph, seed=3)
+    expected = evaluate(graph, feeds)
+    after = graph.clone()
+    result = FlattenedTransposeFoldingPass().run(after)
+    after.validate()
+    got = evaluate(after, feeds)
+    assert list(got) == list(expected)
+    for name in expected:
+        assert_close(got[name], expected[name], accumulate=True, what=name)
+    return after, result
+
+
+@pytest.mark.parametrize(("product", "flatten", "attrs"), [
+    ("Gemm", "Reshape", {"transB": 1}),
+    ("Gemm", "Flatten", {"transB": 0}),
+    ("MatMul", "Reshape", {}),
+    ("MatMulBiasAdd", "Flatten", {"transpose_b": True}),
+])
+def test_a_transpose_before_a_classifiers_flatten_folds_into_its_weight(product, flatten, attrs):
+    after, result = fold(classifier(product, flatten, **attrs))
+    assert ops(after) == ["Relu", flatten, product]
+    assert result.notes == ["folded 1 transposes before a flatten into the next product's "
+                            "constant weight"]
+
+
+@pytest.mark.parametrize(("kwargs", "why"), [
+    ({"perm": (3, 1, 2, 0)}, "the transpose moves the batch axis"),
+    ({"shape": (1, -1)}, "the reshape folds the batch into the features"),
+    ({"computed_weight": True}, "the weight is computed at run time"),
+    ({"transA": 1}, "the product reads its operand transposed"),
+])
+def test_what_does_not_fold_stays(kwargs, why):
+    graph = classifier("Gemm", transB=1, **kwargs)
+    after, result = fold(graph)
+    assert "Transpose" in ops(after) and not result.changed, why
+
+
+def test_a_transpose_read_twice_stays():
+    graph = classifier("Gemm", transB=1)
+    graph.set_outputs([*graph.outputs, graph.node("to_nchw").outputs[0]])
+    after, result = fold(graph)
+    assert "Transpose" in ops(after) and not result.changed
+
+
+def test_compile_drops_the_seed_cnns_transpose_before_its_classifier():
+    """The layout pass's to_nchw before the flatten is gone at level 3, and the result
+    is the unoptimized graph's."""
+    graph = ge.Graph("cnn")
+    data = create_node("Data", [], {"shape": [2, 3, 8, 8]}, "x", graph)
+    filt = create_node("Const", [], {"value": ge.Tensor(
+        np.random.default_rng(5).standard_normal((4, 3, 3, 3)).astype(np.float32))}, "f", graph)
+    conv = op(graph, "Conv2D", [data, filt], "conv", data_format="NCHW", pads=[1, 1, 1, 1])
+    flat = op(graph, "Reshape", [op(graph, "Relu", [conv], "relu"), const(graph, "s", [0, -1])],
+              "flat")
+    weight = create_node("Const", [], {"value": ge.Tensor(
+        np.random.default_rng(6).standard_normal((10, 256)).astype(np.float32))}, "w", graph)
+    graph.set_outputs([op(graph, "Gemm", [flat, weight], "out", transB=1)])
+    executable = ge.compile(graph)
+    kinds = [n.op_type for n in executable.graph.nodes if n.op_type not in ("Data", "Const")]
+    assert kinds.count("Transpose") == 1, kinds  # only the input's to_nhwc
+    entries = [e for e in executable.report["passes"]
+               if e["pass"] == "FlattenedTransposeFoldingPass"]
+    assert entries and entries[0]["counts"] == {"transposes folded into weights": 1}
+    feeds = random_feeds(graph, seed=7)
+    want = ge.Session(ge.compile(graph, opt_level=0)).run(feeds)["out"]
+    assert_close(ge.Session(executable).run(feeds)["out"], want, accumulate=True)
