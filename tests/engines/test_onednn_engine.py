@@ -580,6 +580,22 @@ def test_transpose(shape, perm):
     assert declined("Transpose", [x[..., :2] if x.ndim > 1 else x], {"perm": list(perm)})
 
 
+def test_transpose_into_a_strided_slot():
+    """A destination that is not dense takes the matrix path or a strided copy."""
+    from ge.engines.onednn import movement
+
+    x = _f32(2, 64, 20, 20)
+    node = next(n for n in _graph("Transpose", [x], {"perm": [0, 2, 3, 1]}).nodes
+                if n.name == "op")
+    bound = movement.bind_transpose(node)
+    dense = bound.kernel([x])[0]
+    np.testing.assert_array_equal(dense, np.transpose(x, (0, 2, 3, 1)))
+    wide = np.full((2, 20, 20, 128), np.nan, np.float32)
+    bound.writer([x], [wide[..., ::2]])
+    np.testing.assert_array_equal(wide[..., ::2], np.transpose(x, (0, 2, 3, 1)))
+    assert np.isnan(wide[..., 1::2]).all()  # nothing written between
+
+
 def _layer_norm64(x: np.ndarray, scale: np.ndarray, bias: Optional[np.ndarray], axis: int,
                   epsilon: float) -> np.ndarray:
     """LayerNormalization in float64, written from the operator's definition."""

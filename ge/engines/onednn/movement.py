@@ -13,12 +13,14 @@ Whether a shape is such a repeat is decided from the reference's own indices (ON
 coordinate mapping and rounding, computed once per input shape); any other resize of
 the node runs on the next engine.
 
-A float32 ``Transpose`` that is a batch of matrix transposes (the layout pass's NCHW <->
-NHWC) goes through OpenBLAS's ``omatcopy`` as on the other engines (in a session as fast
-as oneDNN's reorder, or faster); any other permutation is a reorder from the input read
-through its axes permuted into the dense output (attention's [B, S, H, D] -> [B, H, S, D]:
-16 us against torch's 18). Taking them here spares a model whose only torch step was
-the layout pass's transpose the 190 MB of loading PyTorch.
+A float32 ``Transpose`` is a reorder from the input read through its axes permuted into
+the dense output: the layout pass's NCHW <-> NHWC, attention's [B, S, H, D] ->
+[B, H, S, D] (16 us against torch's 18). The reorder runs on oneDNN's threads, where
+OpenBLAS's ``omatcopy`` (the other engines' matrix transpose, kept here for an output
+that is not dense) runs on one: a model's input [8, 3, 224, 224] -> NHWC took 0.30 ms
+against 0.42 in a session, [1, 3, 224, 224] 0.064 against 0.093. Taking transposes here
+spares a model whose only torch step was the layout pass's transpose the 190 MB of
+loading PyTorch.
 """
 
 from __future__ import annotations
@@ -214,17 +216,13 @@ def bind_transpose(node: Node) -> BoundNode:
     def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
         x, out = inputs[0], outs[0]
         assert x is not None
-        if as_matrices(x, out):  # a batch of matrix transposes: OpenBLAS's omatcopy
-            return
-        if x.size < SMALL_TRANSPOSE or not out.flags.c_contiguous:
+        primitive = None
+        if x.size >= SMALL_TRANSPOSE and out.flags.c_contiguous:
+            primitive = primitives.get_or_make((x.shape, x.strides), lambda: make(x))
+        if primitive is not None:
+            primitive.run_arrays((x, out))
+        elif not as_matrices(x, out):  # a batch of matrix transposes: OpenBLAS's omatcopy
             np.copyto(out, x.transpose(perm))
-            return
-        key = (x.shape, x.strides)
-        primitive = primitives.get_or_make(key, lambda: make(x))
-        if primitive is None:
-            np.copyto(out, x.transpose(perm))
-            return
-        primitive.run_arrays((x, out))
 
     def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
         x = inputs[0]
