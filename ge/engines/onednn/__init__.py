@@ -11,7 +11,8 @@ two computed operands as a batched product (``linear``); scaled dot-product
 ``Exp`` and ``Sigmoid``, and ``Softmax`` (``eltwise``), and broadcasting ``Add``,
 ``Sub``, ``Mul`` and ``Div`` (``binary``); ``LayerNormalization``
 (``norm``); and nearest ``Resize`` by
-whole-number factors and large ``Transpose`` as reorders (``movement``). It writes their
+whole-number factors and large ``Transpose`` as reorders (``movement``); and ``LSTM`` and
+``GRU`` as oneDNN's recurrent primitives (``recurrent``). It writes their
 outputs into the memory plan's arena. What it takes it runs for the cost of the kernel
 plus about a microsecond a call; PyTorch's route to the same library (the torch engine)
 pays about 25 us a call to rebuild the primitive's description.
@@ -43,7 +44,17 @@ _POOL_READY = False
 
 @functools.cache
 def _table() -> dict[str, tuple[Callable[[Node], bool], Callable[[Node], BoundNode]]]:
-    from ge.engines.onednn import attention, binary, conv, deconv, eltwise, linear, movement, norm
+    from ge.engines.onednn import (
+        attention,
+        binary,
+        conv,
+        deconv,
+        eltwise,
+        linear,
+        movement,
+        norm,
+        recurrent,
+    )
 
     table = {op: (eltwise.check_unary, eltwise.bind_unary) for op in eltwise.UNARY}
     table["Softmax"] = (eltwise.check_softmax, eltwise.bind_softmax)
@@ -53,6 +64,8 @@ def _table() -> dict[str, tuple[Callable[[Node], bool], Callable[[Node], BoundNo
     table["Transpose"] = (movement.check_transpose, movement.bind_transpose)
     table["Concat"] = (movement.check_concat, movement.bind_concat)
     table["ConvTranspose"] = (deconv.check_conv_transpose, deconv.bind_conv_transpose)
+    table.update({op: (recurrent.check_recurrent, recurrent.bind_recurrent)
+                  for op in recurrent.OP_TYPES})
     return {**table,
             "Attention": (attention.check_attention, attention.bind_attention),
             "MatMul": (linear.check_linear, linear.bind_linear),

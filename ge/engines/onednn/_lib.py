@@ -30,13 +30,16 @@ import numpy as np
 from ge.errors import ExecutionError, UnsupportedOpError
 
 __all__ = ["library", "unavailable_reason", "version", "Primitive", "Desc", "PostOps",
-           "convolution", "pooling", "matmul", "softmax", "eltwise", "layer_normalization",
+           "convolution", "pooling", "matmul", "recurrence", "softmax", "eltwise",
+           "layer_normalization",
            "reorder", "reorder_desc", "reorder_desc_md", "Packed", "ShapeCache", "made",
            "source_dest", "pointer", "openmp_runtime",
            "F32", "ELTWISE", "POOL_MAX", "POOL_AVG_INCLUDE", "POOL_AVG_EXCLUDE", "BINARY_ADD",
            "BINARY_MUL", "BINARY_DIV", "BINARY_SUB", "MAX_DIMS", "binary",
            "ARG_SRC", "ARG_SRC_1", "ARG_DST", "ARG_WEIGHTS", "ARG_BIAS", "ARG_SCRATCHPAD",
-           "ARG_WORKSPACE", "ARG_SCALE", "ARG_SHIFT", "post_op_arg"]
+           "ARG_WORKSPACE", "ARG_SCALE", "ARG_SHIFT", "ARG_SRC_ITER", "ARG_SRC_ITER_C",
+           "ARG_DST_ITER", "ARG_DST_ITER_C", "ARG_WEIGHTS_ITER", "LEFT_TO_RIGHT",
+           "RIGHT_TO_LEFT", "post_op_arg"]
 
 LIBRARY_VARIABLE = "GE_ONEDNN_LIBRARY"
 
@@ -72,6 +75,10 @@ BINARY_ADD, BINARY_MUL, BINARY_DIV, BINARY_SUB = 0x1fff0, 0x1fff1, 0x1fff4, 0x1f
 MAX_DIMS = 12
 ARG_SRC, ARG_SRC_1, ARG_DST, ARG_WEIGHTS, ARG_BIAS = 1, 2, 17, 33, 41
 ARG_WORKSPACE, ARG_SCRATCHPAD = 64, 80
+#: a recurrence's states (its layers are ARG_SRC, ARG_DST and ARG_WEIGHTS)
+ARG_SRC_ITER, ARG_SRC_ITER_C, ARG_DST_ITER, ARG_DST_ITER_C, ARG_WEIGHTS_ITER = 2, 3, 18, 19, 34
+#: dnnl_rnn_direction_t
+LEFT_TO_RIGHT, RIGHT_TO_LEFT = 1, 2
 ARG_SCALE, ARG_SHIFT = 51, 52
 
 
@@ -134,6 +141,12 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "dnnl_softmax_forward_primitive_desc_create": (
         ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int, _P, _P, ctypes.c_int, _P]),
     "dnnl_reorder_primitive_desc_create": (ctypes.c_int, [_P, _P, _P, _P, _P, _P]),
+    "dnnl_lstm_forward_primitive_desc_create": (
+        ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int] + [_P] * 11 + [ctypes.c_uint, _P]),
+    "dnnl_gru_forward_primitive_desc_create": (
+        ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int] + [_P] * 7 + [ctypes.c_uint, _P]),
+    "dnnl_lbr_gru_forward_primitive_desc_create": (
+        ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int] + [_P] * 7 + [ctypes.c_uint, _P]),
     "dnnl_primitive_desc_query": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int, _P]),
     "dnnl_primitive_desc_query_md": (_P, [_P, ctypes.c_int, ctypes.c_int]),
     "dnnl_primitive_desc_next_impl": (ctypes.c_int, [_P]),
@@ -630,6 +643,40 @@ def matmul(source: Desc, weights: Desc, bias: Optional[Desc], dest: Desc,
         del keep
     _check(status, "the matrix product")
     return pd, query_md(pd, "weights")
+
+
+def recurrence(kind: str, direction: int, source: Desc, state: Optional[Desc],
+               cell: Optional[Desc], weights: Desc, recurrent_weights: Desc, bias: Desc,
+               dest: Desc, state_out: Optional[Desc], cell_out: Optional[Desc]
+               ) -> tuple[Any, Any, Any]:
+    """A forward-inference recurrence's primitive descriptor over one layer and direction
+    (``kind`` "lstm", "gru" or "lbr_gru"; ``direction`` LEFT_TO_RIGHT or RIGHT_TO_LEFT),
+    and the memory descriptors of its input and recurrent weights as its kernel reads
+    them. The ``cell`` states are an LSTM's; a state given in or out comes with its cell
+    state."""
+    lib = library()
+    attr, _ = _attribute(None)
+    pd = _P()
+    handle = (lambda d: None if d is None else d.handle)
+    try:
+        if kind == "lstm":
+            status = lib.dnnl_lstm_forward_primitive_desc_create(
+                ctypes.byref(pd), _state["engine"], _FORWARD_INFERENCE, direction,
+                source.handle, handle(state), handle(cell), weights.handle,
+                recurrent_weights.handle, None, None, bias.handle, dest.handle,
+                handle(state_out), handle(cell_out), 0, attr)
+        else:
+            create = lib.dnnl_gru_forward_primitive_desc_create if kind == "gru" \
+                else lib.dnnl_lbr_gru_forward_primitive_desc_create
+            status = create(ctypes.byref(pd), _state["engine"], _FORWARD_INFERENCE, direction,
+                            source.handle, handle(state), weights.handle,
+                            recurrent_weights.handle, bias.handle, dest.handle,
+                            handle(state_out), 0, attr)
+    finally:
+        lib.dnnl_primitive_attr_destroy(attr)
+    _check(status, f"the {kind.upper()} recurrence")
+    query = lib.dnnl_primitive_desc_query_md
+    return pd, query(pd, _QUERY_WEIGHTS_MD, 0), query(pd, _QUERY_WEIGHTS_MD, 1)
 
 
 def softmax(source: Desc, dest: Desc, axis: int) -> Any:
