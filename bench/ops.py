@@ -580,6 +580,8 @@ CASES = [
     _gru("GRU linear_before_reset bidirectional (seq50 b1 in64 h128)", 50, 1, 64, 128, 1,
          "bidirectional"),
     _lstm("LSTM bidirectional CRNN (seq80 b1 in512 h256)", 80, 1, 512, 256, "bidirectional"),
+    _lstm("LSTM language model (seq64 b1 in256 h512)", 64, 1, 256, 512),
+    _gru("GRU linear_before_reset=0 speech (seq100 b4 in80 h512)", 100, 4, 80, 512, 0),
     # Shape, layout and copy ops.
     Case("Transpose heads 0213 (1x128x12x64)", "Transpose", [[1, 128, 12, 64]],
          {"perm": [0, 2, 1, 3]}),
