@@ -783,6 +783,7 @@ def test_a_transposed_convolution_that_tiles_its_output_is_one_matmul(bias):
     ([(1, 40, 40, 24)] * 4, 3),                       # a DBNet neck's channels, NHWC
     ([(1, 40, 40, 16), (1, 40, 40, 32)], -1),         # YOLO's C2f: unequal parts
     ([(4, 64, 8, 4), (4, 64, 8, 4), (4, 64, 4, 4)], 2),  # a middle axis, short runs
+    ([(1, 128, 128, 64), (1, 128, 128, 32)], 3),      # a U-Net's skip: large, longer runs
 ])
 def test_concatenation_along_short_runs(shapes, axis):
     arrays = [_f32(*shape) for shape in shapes]
@@ -803,5 +804,7 @@ def test_concatenations_the_engine_leaves_to_numpy():
     big = [_f32(1, 24, 80, 80)] * 2
     assert declined("Concat", big, {"axis": 1})  # NCHW channels: long runs, block copies
     assert declined("Concat", [_f32(1, 40, 40, 64)] * 2, {"axis": 3})  # 64-value runs
+    assert declined("Concat", [_f32(1, 64, 64, 2048)] * 2, {"axis": 3})  # runs too long
+    assert not declined("Concat", [_f32(1, 64, 64, 64)] * 2, {"axis": 3})  # a large output
     assert declined("Concat", [_f32(1, 4, 4, 8)] * 2, {"axis": 3})  # small
     assert not declined("Concat", [_f32(1, 80, 80, 24)] * 2, {"axis": 3})
