@@ -9,7 +9,10 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 import numpy as np
+import onnxruntime as ort
 import pytest
+from onnx import helper as onnx_helper
+from onnx import numpy_helper
 
 import ge
 from ge.engines import get_engine
@@ -516,11 +519,109 @@ def test_nearest_resize(shape, attrs, scales, sizes, repeat, monkeypatch):
     assert bool(fell_back) != repeat
 
 
+LINEAR = {"mode": "linear"}
+LINEAR_CASES = [
+    # (channels-last input shape, attrs, scales or None, sizes or None, oneDNN computes it)
+    ((1, 10, 12, 8), LINEAR, [1, 2, 2, 1], None, True),  # half_pixel
+    ((2, 10, 12, 8), {**LINEAR, "coordinate_transformation_mode": "pytorch_half_pixel"},
+     [1, 2, 2, 1], None, True),
+    ((2, 10, 14, 3), LINEAR, None, [2, 15, 21, 3], True),  # sizes: a ratio of 1.5
+    ((1, 20, 30, 4), LINEAR, None, [1, 7, 9, 4], True),  # shrinking, no antialias
+    ((1, 10, 10, 4), LINEAR, [1, 2.5, 1, 1], None, True),  # one axis
+    ((2, 9, 6), LINEAR, [1, 3, 1], None, True),  # 1-D signal
+    ((1, 4, 5, 6, 2), LINEAR, [1, 2, 2, 2, 1], None, True),  # volume
+    ((1, 10, 13, 3), LINEAR, [1, 1.55, 1.3, 1], None, False),  # sizes rounded down
+    ((1, 10, 13, 3), {**LINEAR, "coordinate_transformation_mode": "pytorch_half_pixel"},
+     None, [1, 1, 26, 3], False),  # an axis of one: pytorch_half_pixel samples index 0
+]
+
+
+def _onnxruntime_resize(x: np.ndarray, attrs: dict[str, Any], scales: Optional[list[float]],
+                        sizes: Optional[list[int]]) -> np.ndarray:
+    """onnxruntime's linear resize of channels-last ``x``, run on its channels-first
+    transpose (the layout onnxruntime's kernel takes)."""
+    rank = x.ndim
+    order = [0, rank - 1] + list(range(1, rank - 1))
+    first = np.ascontiguousarray(x.transpose(order))
+    name = "scales" if scales is not None else "sizes"
+    given = np.array([(scales if scales is not None else sizes)[i] for i in order],
+                     np.float32 if scales is not None else np.int64)
+    model = onnx_helper.make_model(onnx_helper.make_graph(
+        [onnx_helper.make_node("Resize", ["x", "", *(["scales"] if scales is not None
+                                                       else ["", "sizes"])], ["y"], **{
+            "mode": "linear", "coordinate_transformation_mode":
+                attrs.get("coordinate_transformation_mode", "half_pixel")})],
+        "resize", [onnx_helper.make_tensor_value_info("x", 1, list(first.shape))],
+        [onnx_helper.make_empty_tensor_value_info("y")],
+        initializer=[numpy_helper.from_array(given, name)]),
+        opset_imports=[onnx_helper.make_opsetid("", 13)])
+    y = ort.InferenceSession(model.SerializeToString(),
+                             providers=["CPUExecutionProvider"]).run(None, {"x": first})[0]
+    return y.transpose(np.argsort(order))
+
+
+@pytest.mark.parametrize("shape,attrs,scales,sizes,taken", LINEAR_CASES)
+def test_linear_resize(shape, attrs, scales, sizes, taken, monkeypatch):
+    from ge.engines.onednn import movement
+
+    x = _f32(*shape)
+    arrays = [x, None, None if scales is None else np.array(scales, np.float32),
+              None if sizes is None else np.array(sizes, np.int64)]
+    graph = _graph("Resize", arrays, attrs, const=(2, 3))
+    executable = ge.compile(graph, opt_level=0, engines=["onednn", "numpy"])
+    assert executable.report["engines_by_op"].get("onednn") == {"Resize": 1}
+    fell_back: list[str] = []
+    original = movement._Fallback.__call__
+
+    def note(self: Any, inputs: Any, outs: Any) -> None:
+        fell_back.append(self.node.name)
+        original(self, inputs, outs)
+
+    monkeypatch.setattr(movement._Fallback, "__call__", note)
+    session = ge.Session(executable)
+    want = _reference(graph, {"x0": x})
+    for _ in range(2):
+        assert_close(session.run({"x0": x})["op"], want, accumulate=True, what=str(shape))
+    assert bool(fell_back) != taken
+    if taken:
+        assert_close(session.run({"x0": x})["op"], _onnxruntime_resize(x, attrs, scales, sizes),
+                     accumulate=True, what="onnxruntime")
+
+
+def test_channels_first_linear_resizes_go_to_torch_where_it_runs(monkeypatch):
+    """oneDNN's resampling is slower than torch's on channels-first data: it takes it only
+    without torch."""
+    x = _f32(1, 4, 6, 6)
+    scales = np.array([1, 1, 2, 2], np.float32)
+    assert declined("Resize", [x, None, scales], LINEAR, const=(2,))
+    monkeypatch.setattr(type(get_engine("torch")), "unavailable_reason",
+                        lambda self: "PyTorch is not installed")
+    assert not declined("Resize", [x, None, scales], LINEAR, const=(2,))
+    graph = _graph("Resize", [x, None, scales], LINEAR, const=(2,))
+    executable = ge.compile(graph, opt_level=0, engines=["onednn", "numpy"])
+    got = ge.Session(executable).run({"x0": x})["op"]
+    assert_close(got, _reference(graph, {"x0": x}), accumulate=True)
+
+
+def test_the_linear_resizes_the_engine_declines():
+    x = _f32(1, 6, 6, 4)
+    scales = np.array([1, 2, 2, 1], np.float32)
+    assert not declined("Resize", [x, None, scales], LINEAR, const=(2,))
+    for mapping in ("align_corners", "asymmetric", "half_pixel_symmetric"):
+        assert declined("Resize", [x, None, scales],
+                        {**LINEAR, "coordinate_transformation_mode": mapping}, const=(2,))
+    assert declined("Resize", [x, None, scales], {**LINEAR, "antialias": 1}, const=(2,))
+    assert declined("Resize", [x, None, scales], {"mode": "cubic"}, const=(2,))
+    assert declined("Resize", [x, None, np.array([2, 2, 2, 1], np.float32)], LINEAR,
+                    const=(2,))  # the batch resized
+    assert declined("Resize", [_f32(8, 6), None, np.array([2, 1], np.float32)], LINEAR,
+                    const=(2,))  # rank 2: no batch and channel axes
+
+
 def test_a_resize_fed_its_scales_at_run_time_is_declined():
     x = _f32(1, 4, 6, 6)
     assert declined("Resize", [x, None, np.array([1, 1, 2, 2], np.float32)], NEAREST)
-    assert declined("Resize", [x, None, np.array([1, 1, 2, 2], np.float32)],
-                    {"mode": "linear"}, const=(2,))
+    assert declined("Resize", [x, None, np.array([1, 1, 2, 2], np.float32)], LINEAR)
 
 
 CONV_TRANSPOSE_CASES = [

@@ -10,8 +10,9 @@ two computed operands as a batched product (``linear``); scaled dot-product
 ``Attention`` (``attention``); on large arrays, unary activations such as ``Tanh``,
 ``Exp`` and ``Sigmoid``, and ``Softmax`` (``eltwise``), and broadcasting ``Add``,
 ``Sub``, ``Mul`` and ``Div`` (``binary``); ``LayerNormalization``
-(``norm``); and nearest ``Resize`` by
-whole-number factors and large ``Transpose`` as reorders (``movement``); and ``LSTM`` and
+(``norm``); nearest ``Resize`` by
+whole-number factors and large ``Transpose`` as reorders, linear ``Resize`` of
+channels-last data as resampling (``movement``); and ``LSTM`` and
 ``GRU`` as oneDNN's recurrent primitives (``recurrent``). It writes their
 outputs into the memory plan's arena. What it takes it runs for the cost of the kernel
 plus about a microsecond a call; PyTorch's route to the same library (the torch engine)

@@ -30,7 +30,7 @@ import numpy as np
 from ge.errors import ExecutionError, UnsupportedOpError
 
 __all__ = ["library", "unavailable_reason", "version", "Primitive", "Desc", "PostOps",
-           "convolution", "pooling", "matmul", "recurrence", "softmax", "eltwise",
+           "convolution", "pooling", "matmul", "recurrence", "resampling", "softmax", "eltwise",
            "layer_normalization",
            "reorder", "reorder_desc", "reorder_desc_md", "Packed", "ShapeCache", "made",
            "source_dest", "pointer", "openmp_runtime",
@@ -52,6 +52,7 @@ _FORWARD_INFERENCE = 96      # dnnl_forward_inference
 _CONVOLUTION_DIRECT = 1      # dnnl_convolution_direct
 _DECONVOLUTION_DIRECT = 0xa  # dnnl_deconvolution_direct
 _SOFTMAX_ACCURATE = 0x30000  # dnnl_softmax_accurate
+_RESAMPLING_NEAREST, _RESAMPLING_LINEAR = 0x2fff0, 0x2fff1  # dnnl_resampling_*
 _USE_SCALE = 0x2             # dnnl_use_scale
 _USE_SHIFT = 0x4             # dnnl_use_shift
 _SCRATCHPAD_USER = 1         # dnnl_scratchpad_mode_user
@@ -141,6 +142,8 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "dnnl_softmax_forward_primitive_desc_create": (
         ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int, _P, _P, ctypes.c_int, _P]),
     "dnnl_reorder_primitive_desc_create": (ctypes.c_int, [_P, _P, _P, _P, _P, _P]),
+    "dnnl_resampling_forward_primitive_desc_create": (
+        ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int, _P, _P, _P, _P]),
     "dnnl_lstm_forward_primitive_desc_create": (
         ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int] + [_P] * 11 + [ctypes.c_uint, _P]),
     "dnnl_gru_forward_primitive_desc_create": (
@@ -643,6 +646,26 @@ def matmul(source: Desc, weights: Desc, bias: Optional[Desc], dest: Desc,
         del keep
     _check(status, "the matrix product")
     return pd, query_md(pd, "weights")
+
+
+def resampling(linear: bool, source: Desc, dest: Desc,
+               factors: Optional[Sequence[float]] = None) -> Any:
+    """A forward-inference resampling's primitive descriptor (linear or nearest) over the
+    spatial axes of ``[N, C, spatial...]`` descriptors; ``factors`` (output over input
+    size, per spatial axis) by default from the sizes."""
+    lib = library()
+    attr, _ = _attribute(None)
+    pd = _P()
+    given = None if factors is None else (ctypes.c_float * len(factors))(*factors)
+    try:
+        status = lib.dnnl_resampling_forward_primitive_desc_create(
+            ctypes.byref(pd), _state["engine"], _FORWARD_INFERENCE,
+            _RESAMPLING_LINEAR if linear else _RESAMPLING_NEAREST, given, source.handle,
+            dest.handle, attr)
+    finally:
+        lib.dnnl_primitive_attr_destroy(attr)
+    _check(status, "the resampling")
+    return pd
 
 
 def recurrence(kind: str, direction: int, source: Desc, state: Optional[Desc],

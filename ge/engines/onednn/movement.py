@@ -1,5 +1,6 @@
 """Data movement as oneDNN reorders: nearest ``Resize`` by whole-number factors,
-``Transpose``, and ``Concat`` along a short innermost run.
+``Transpose``, and ``Concat`` along a short innermost run; and linear ``Resize`` of
+channels-last data as oneDNN's resampling.
 
 An upsampling that repeats every input cell ``r`` times along each resized axis (what
 ``nearest`` gives at an integer scale under ``asymmetric``, ``half_pixel`` and the other
@@ -37,7 +38,7 @@ from ge.engines.onednn.conv import _const, _Fallback, _float32, _rank
 from ge.engines.transpose import Transposer
 from ge.errors import UnsupportedOpError
 from ge.ir import Node
-from ge.ops.image import nearest_index, source_positions
+from ge.ops.image import nearest_index, resize_plan, source_positions
 from ge.ops.shape_utils import normalize_axes
 
 __all__ = ["check_resize", "bind_resize", "check_transpose", "bind_transpose",
@@ -71,13 +72,19 @@ def _axes(node: Node) -> list[int]:
 
 
 def check_resize(node: Node) -> bool:
-    """True for a float32 nearest ``Resize`` with constant scales or sizes and no region
-    of interest: whether a given shape is a whole-number repeat is found at run time."""
+    """True for a float32 ``Resize`` with constant scales or sizes and no region of
+    interest: nearest (whether a given shape is a whole-number repeat is found at run
+    time), or linear under the half-pixel mappings over 3-D to 5-D data."""
     attrs = node.attrs
     if not _float32(node, (0,)) or _rank(node, 0) < 1 or len(node.outputs) != 1:
         return False
-    if attrs["mode"] != "nearest" or attrs["antialias"] or \
-            attrs["keep_aspect_ratio_policy"] != "stretch" or \
+    if attrs["antialias"] or attrs["keep_aspect_ratio_policy"] != "stretch":
+        return False
+    if attrs["mode"] == "linear":
+        if attrs["coordinate_transformation_mode"] not in _LINEAR_MAPPINGS or \
+                not 3 <= _rank(node, 0) <= 5 or not _channels_last(node):
+            return False
+    elif attrs["mode"] != "nearest" or \
             attrs["coordinate_transformation_mode"] not in _MAPPINGS:
         return False
     known_roi, roi = _given(node, 1)
@@ -99,6 +106,75 @@ def check_resize(node: Node) -> bool:
                                                 and np.all(flat[len(chosen):] == 1)):
             return False
     return sizes is not None or bool(np.all(np.isfinite(values)) and np.all(values > 0))
+
+
+#: the mappings oneDNN's linear resampling computes: ``(out + 0.5) / factor - 0.5``, the
+#: factor the output's size over the input's (``pytorch_half_pixel`` differs where an
+#: axis comes out of size 1)
+_LINEAR_MAPPINGS = ("half_pixel", "pytorch_half_pixel")
+
+
+def _channels_last(node: Node) -> bool:
+    """Whether a linear resize keeps its first and last axes (batch and channels of
+    channels-last data, where oneDNN is 4-10x faster than torch: [1, 80, 80, 64] by 2 in
+    0.13 ms against 0.52); data whose channels come second goes to torch, faster there
+    (1.47 ms against 1.27), or here when torch is not installed."""
+    known_scales, scales = _given(node, 2)
+    known_sizes, sizes = _given(node, 3)
+    x = node.inputs[0]
+    assert x is not None
+    rank = len(x.shape)
+    try:
+        chosen = _axes(node)
+    except ValueError:
+        return False
+    values = scales if scales is not None else sizes
+    if values is None or values.size != len(chosen):
+        return False
+    resized = set()
+    for axis, value in zip(chosen, values.reshape(-1)):
+        if scales is not None and float(value) != 1.0:
+            resized.add(axis)
+        elif sizes is not None:
+            dim = x.shape[axis]
+            if not isinstance(dim, int) or dim < 0 or int(value) != dim:
+                resized.add(axis)
+    if 0 in resized:
+        return False
+    if rank - 1 not in resized:
+        return True
+    from ge.engines import get_engine
+
+    return 1 not in resized and get_engine("torch").unavailable_reason() is not None
+
+
+def _linear_layout(node: Node, shape: tuple[int, ...]
+                   ) -> Optional[tuple[tuple[int, ...], list[int]]]:
+    """(output shape, the input's axes in oneDNN's order: batch, channels, then space)
+    of a linear resize of ``shape`` that oneDNN computes as the reference does, else
+    None. The batch axis (0) and one channel axis, the second (NCHW) or the last (NHWC),
+    keep their sizes; each resized axis's scale is exactly its output over its input."""
+    _, scales = _given(node, 2)
+    _, sizes = _given(node, 3)
+    try:
+        out, factors, _ = resize_plan(shape, scales, sizes, node.attrs.get("axes"), "stretch")
+    except ValueError:
+        return None
+    rank = len(shape)
+    if 0 in shape or 0 in out:
+        return None
+    for axis in range(rank):
+        if factors[axis] != 1.0 or out[axis] != shape[axis]:
+            if sizes is None and out[axis] != factors[axis] * shape[axis]:
+                return None  # a scale whose output size was rounded down
+            if out[axis] == 1 and node.attrs["coordinate_transformation_mode"] != "half_pixel":
+                return None
+    resized = {axis for axis in range(rank) if out[axis] != shape[axis]}
+    for channel in (rank - 1, 1):
+        spatial = [axis for axis in range(1, rank) if axis != channel]
+        if resized <= set(spatial) and out[channel] == shape[channel] and out[0] == shape[0]:
+            return tuple(out), [0, channel] + spatial
+    return None
 
 
 def _repeats(node: Node, shape: tuple[int, ...]) -> Optional[list[int]]:
@@ -131,6 +207,8 @@ def _repeats(node: Node, shape: tuple[int, ...]) -> Optional[list[int]]:
 
 
 def bind_resize(node: Node) -> BoundNode:
+    if node.attrs["mode"] == "linear":
+        return _bind_linear_resize(node)
     primitives = _lib.ShapeCache()
     fallback = _Fallback(node)
 
@@ -229,6 +307,48 @@ def bind_transpose(node: Node) -> BoundNode:
         x = inputs[0]
         assert x is not None
         out = np.empty(x.transpose(perm).shape, np.float32)
+        writer(inputs, [out])
+        return [out]
+
+    return BoundNode(kernel, writer)
+
+
+def _bind_linear_resize(node: Node) -> BoundNode:
+    """One linear resampling primitive per input shape and strides, reading and writing
+    the arrays where they lie, channels-last or first."""
+    primitives = _lib.ShapeCache()
+    fallback = _Fallback(node)
+    what = f"the resize {node.name!r}"
+
+    def make(x: np.ndarray, out: np.ndarray, axes: list[int]) -> Any:
+        source, dest = _lib.Desc.of(x, axes=axes), _lib.Desc.of(out, axes=axes)
+        try:
+            pd = _lib.resampling(True, source, dest)
+        except UnsupportedOpError:
+            return None
+        return _lib.made(pd, _lib.source_dest(source.handle, dest.handle), what)
+
+    def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
+        x, out = inputs[0], outs[0]
+        assert x is not None
+        layout = _linear_layout(node, x.shape)
+        if layout is None or layout[0] != out.shape:
+            fallback(inputs, outs)
+            return
+        key = (x.shape, x.strides, out.strides)
+        primitive = primitives.get_or_make(key, lambda: make(x, out, layout[1]))
+        if primitive is None:
+            fallback(inputs, outs)
+            return
+        primitive.run_arrays((x, out))
+
+    def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
+        x = inputs[0]
+        assert x is not None
+        layout = _linear_layout(node, x.shape)
+        if layout is None:
+            return fallback.kernel(inputs)
+        out = np.empty(layout[0], np.float32)
         writer(inputs, [out])
         return [out]
 
