@@ -303,7 +303,7 @@ def split_kernel(x: np.ndarray, split: Optional[np.ndarray] = None, *, axis: int
     lead = (slice(None),) * (axis % x.ndim)
     pieces, start = [], 0
     for size in sizes:
-        pieces.append(x[(*lead, slice(start, start + size))])
+        pieces.append(x[lead + (slice(start, start + size),)])
         start += size
     return tuple(pieces)
 

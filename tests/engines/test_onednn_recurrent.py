@@ -221,10 +221,26 @@ def test_declined_cells_still_agree(attrs):
 
 def test_the_default_order_gives_large_steps_to_onednn():
     """The fused engine keeps the recurrences its loops run fast; a step's product over
-    its limit goes to oneDNN, not to torch."""
-    hidden = 1 + int((fused_recurrent.MAX_STEP_MACS // 4) ** 0.5)
-    for size, engine in ((8, "fused"), (hidden, "onednn")):
-        inputs = make_inputs("LSTM", "forward", seq=3, batch=1, hidden=size)
-        graph, _ = one_node_graph("LSTM", inputs, attributes("LSTM", {}, "forward", size))
+    its limit goes to oneDNN, not to torch. One direction's limit is lower than two's:
+    the loops run two directions at once."""
+    largest = 1 + int((fused_recurrent.MAX_STEP_MACS // 4) ** 0.5)
+    middle = 1 + int((fused_recurrent.MAX_STEP_MACS_BESIDE_ONEDNN // 4) ** 0.5)
+    assert middle < largest
+    for size, direction, engine in ((8, "forward", "fused"), (largest, "forward", "onednn"),
+                                    (middle, "reverse", "onednn"),
+                                    (middle, "bidirectional", "fused"),
+                                    (largest, "bidirectional", "onednn")):
+        inputs = make_inputs("LSTM", direction, seq=3, batch=1, hidden=size)
+        graph, _ = one_node_graph("LSTM", inputs, attributes("LSTM", {}, direction, size))
         engines = ge.compile(graph, opt_level=0).report["engines_by_op"]
-        assert engines.get(engine, {}).get("LSTM") == 1, engines
+        assert engines.get(engine, {}).get("LSTM") == 1, (size, direction, engines)
+
+
+def test_without_onednn_the_loops_keep_one_direction_up_to_their_own_limit(monkeypatch):
+    middle = 1 + int((fused_recurrent.MAX_STEP_MACS_BESIDE_ONEDNN // 4) ** 0.5)
+    inputs = make_inputs("LSTM", "forward", seq=3, batch=1, hidden=middle)
+    node = _node("LSTM", inputs, attributes("LSTM", {}, "forward", middle))
+    assert not get_engine("fused").supports(node)
+    monkeypatch.setattr(type(get_engine("onednn")), "unavailable_reason",
+                        lambda self: "not installed")
+    assert get_engine("fused").supports(node)

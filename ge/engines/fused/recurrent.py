@@ -62,8 +62,8 @@ from ge.ir import DataType, Node
 from ge.ops.registry import get_schema
 from ge.runtime.threads import current_limit
 
-__all__ = ["OP_TYPES", "MAX_STEP_MACS", "refusal", "RecurrentKernel", "bind_recurrent",
-           "loop_source", "compiled_loop"]
+__all__ = ["OP_TYPES", "MAX_STEP_MACS", "MAX_STEP_MACS_BESIDE_ONEDNN", "refusal",
+           "RecurrentKernel", "bind_recurrent", "loop_source", "compiled_loop"]
 
 OP_TYPES = frozenset({"LSTM", "GRU", "RNN"})
 #: the most multiply-adds one step's recurrent product (batch x gates x hidden^2) may
@@ -72,6 +72,13 @@ OP_TYPES = frozenset({"LSTM", "GRU", "RNN"})
 #: hidden 256 0.67 against 0.59; batch 8 hidden 128 1.6 against 0.7 (oneDNN's batched
 #: products); GRU batch 4 hidden 128 0.67 against 1.19
 MAX_STEP_MACS = 1 << 18
+#: the most for a node of one direction (LSTM or GRU) where oneDNN's recurrent primitive
+#: can take it: oneDNN runs each step's product on every thread, and wins from about
+#: here (seq 100, batch 1, measured: LSTM hidden 160 (102K) 0.68 ms there against 0.81
+#: here, GRU hidden 192 0.87 against 0.92, GRU hidden 160 (77K) 0.80 against 0.66). Two
+#: directions keep ``MAX_STEP_MACS``: the loops run them at once, oneDNN one after the
+#: other (hidden 256: 2.9 ms here against 3.7)
+MAX_STEP_MACS_BESIDE_ONEDNN = 3 << 15
 #: a bidirectional node whose directions each have this many multiply-adds of recurrent
 #: products (steps x batch x gates x hidden^2) or more runs them on two threads at once:
 #: handing a direction to another thread and back costs tens of microseconds, a
@@ -490,10 +497,23 @@ def _shape_refusal(node: Node, by_size: bool) -> Optional[str]:
     batch = x.shape[0] if node.attrs.get("layout", 0) == 1 else x.shape[1]
     if not isinstance(batch, int) or batch < 0:
         batch = 1  # known only at run time: at least one
-    if by_size and batch * gates * hidden * hidden > MAX_STEP_MACS:
+    if by_size and batch * gates * hidden * hidden > _step_limit(node, directions):
         return f"a step's recurrent product ({batch} x {gates * hidden} x {hidden}) is " \
                f"larger than the loops are fast for"
     return None
+
+
+def _step_limit(node: Node, directions: int) -> int:
+    """The most multiply-adds of one step's recurrent product the loops take for
+    ``node``: less where oneDNN's recurrent primitive runs it faster."""
+    if directions == 1 and node.op_type in ("LSTM", "GRU"):
+        from ge.engines import get_engine
+        from ge.engines.onednn.recurrent import check_recurrent
+
+        onednn = get_engine("onednn")
+        if onednn.unavailable_reason() is None and check_recurrent(node):
+            return MAX_STEP_MACS_BESIDE_ONEDNN
+    return MAX_STEP_MACS
 
 
 def refusal(node: Node, by_size: bool = True) -> Optional[str]:

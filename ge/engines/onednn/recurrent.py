@@ -10,7 +10,8 @@ the torch engine's 3.9, a bidirectional one over 81 steps 8.5 ms against 11.4, a
 of hidden 512 2.9 ms against the NumPy reference's 8.0 (torch has no GRU without
 ``linear_before_reset``). The fused engine, ahead of this one among the default
 engines, keeps the recurrences whose steps are small enough for its loops
-(``ge.engines.fused.recurrent.MAX_STEP_MACS``).
+(``ge.engines.fused.recurrent.MAX_STEP_MACS``, or ``MAX_STEP_MACS_BESIDE_ONEDNN`` for one
+direction: it runs two at once, this engine one after the other).
 
 The ONNX weights are laid out for oneDNN at bind time: its gates come in another order
 (an LSTM's i, f, c, o for ONNX's i, o, f, c; a GRU's z, r, h are oneDNN's u, r, o), its
