@@ -162,6 +162,33 @@ def test_shorter_sequence_lengths_run_the_fused_loop(cell):
         assert_close(g, w, accumulate=True)
 
 
+def test_input_features_w_does_not_fit_are_a_clear_error():
+    """X's last axis unknown when compiling: a run that feeds the wrong size gets an error
+    naming the node and the sizes, and the session runs on."""
+    inputs = make_inputs("LSTM", "forward", hidden=200, initial=False)
+    graph = ge.Graph("lstm")
+    values: list[Any] = []
+    for name in NAMES["LSTM"]:
+        array = inputs.get(name)
+        if array is None:
+            values.append(None)
+        elif name in WEIGHTS:
+            values.append(create_node("Const", [], {"value": ge.Tensor(array)}, name, graph))
+        else:
+            values.append(create_node("Data", [], {"shape": [-1, -1, -1]}, name, graph))
+    node = create_node("LSTM", values, attributes("LSTM", {}, "forward", 200), "cell", graph)
+    graph.set_outputs(list(node.outputs))
+    executable = ge.compile(graph, opt_level=0)
+    assert executable.report["engines_by_op"].get("onednn") == {"LSTM": 1}
+    session = ge.Session(executable)
+    with pytest.raises(ge.errors.ExecutionError, match=r"cell.*7 input features; W expects 4"):
+        session.run({"X": np.zeros((6, 3, 7), np.float32)})
+    want = ge.Session(ge.compile(graph, opt_level=0, engines=["numpy"])).run({"X": inputs["X"]})
+    got = session.run({"X": inputs["X"]})
+    for name in want:
+        assert_close(got[name], want[name], accumulate=True, what=name)
+
+
 @pytest.mark.parametrize("layout", [0, 1])
 def test_an_empty_sequence_and_an_empty_batch(layout):
     for seq, batch in ((0, 3), (4, 0)):

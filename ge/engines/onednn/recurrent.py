@@ -41,6 +41,7 @@ from ge.engines.fused import kernels
 from ge.engines.fused import recurrent as fused
 from ge.engines.onednn import _lib
 from ge.engines.onednn.conv import _const, _Fallback
+from ge.errors import UnsupportedOpError
 from ge.ir import Node
 
 __all__ = ["OP_TYPES", "check_recurrent", "bind_recurrent"]
@@ -147,7 +148,7 @@ def bind_recurrent(node: Node) -> BoundNode:
     what = f"the {op_type} {node.name!r}"
 
     def make(d: int, arrays: Sequence[np.ndarray], has_state: bool, has_state_out: bool
-             ) -> _lib.Primitive:
+             ) -> Optional[_lib.Primitive]:
         """Direction ``d``'s primitive over ``arrays``: the input and output sequences,
         then the states given in and out (with their cell states for an LSTM)."""
         direction = directions[d]
@@ -164,10 +165,13 @@ def bind_recurrent(node: Node) -> BoundNode:
         width = direction.weights.source.shape[2]
         weights_any = _lib.Desc([1, 1, width, _GATES[op_type], hidden])
         recurrent_any = _lib.Desc([1, 1, hidden, _GATES[op_type], hidden])
-        pd, weights_md, recurrent_md = _lib.recurrence(
-            kind, _lib.RIGHT_TO_LEFT if direction.reverse else _lib.LEFT_TO_RIGHT,
-            source, state, cell, weights_any, recurrent_any, direction.bias_desc, dest,
-            state_out, cell_out)
+        try:
+            pd, weights_md, recurrent_md = _lib.recurrence(
+                kind, _lib.RIGHT_TO_LEFT if direction.reverse else _lib.LEFT_TO_RIGHT,
+                source, state, cell, weights_any, recurrent_any, direction.bias_desc, dest,
+                state_out, cell_out)
+        except UnsupportedOpError:  # shapes oneDNN refuses: the next engine says what is wrong
+            return None
         args = [_lib.ARG_SRC, _lib.ARG_DST]
         if has_state:
             args += [_lib.ARG_SRC_ITER] + ([_lib.ARG_SRC_ITER_C] if lstm else [])
@@ -205,6 +209,10 @@ def bind_recurrent(node: Node) -> BoundNode:
             h_out = outs[1]
             c_out = (outs[2] if count > 2 else np.empty(_shapes(x)[1], np.float32)) \
                 if lstm else None
+        width = directions[0].weights.source.shape[2]
+        if source.shape[2] != width:
+            raise ValueError(f"X has {source.shape[2]} input features; W expects {width}")
+        primitives = []
         for d in range(len(directions)):
             arrays = [source, y[:, :, d].transpose(1, 0, 2) if layout else y[:, d]]
             if has_state:
@@ -219,6 +227,11 @@ def bind_recurrent(node: Node) -> BoundNode:
             key = (d, has_state, has_state_out) + tuple((a.shape, a.strides) for a in arrays)
             primitive = plans.get_or_make(
                 key, lambda: make(d, arrays, has_state, has_state_out))  # noqa: B023
+            if primitive is None:
+                fallback(inputs, outs)
+                return
+            primitives.append((primitive, arrays))
+        for primitive, arrays in primitives:
             primitive.run_arrays(arrays)
 
     def _shapes(x: np.ndarray) -> list[tuple[int, ...]]:
