@@ -67,8 +67,10 @@ def make_inputs(op_type: str, direction: str, *, seq: int = 6, batch: int = 3,
 
 
 def one_node_graph(op_type: str, inputs: dict[str, np.ndarray], attrs: dict[str, Any],
-                   constants: tuple[str, ...] = WEIGHTS) -> tuple[ge.Graph, list[str]]:
-    """A graph of one node whose outputs are all the node's outputs (names returned)."""
+                   constants: tuple[str, ...] = WEIGHTS, dynamic: bool = False
+                   ) -> tuple[ge.Graph, list[str]]:
+    """A graph of one node whose outputs are all the node's outputs (names returned); its
+    fed inputs of unknown shape when ``dynamic``."""
     graph = ge.Graph(op_type.lower())
     values: list[Any] = []
     for name in NAMES[op_type]:
@@ -78,8 +80,9 @@ def one_node_graph(op_type: str, inputs: dict[str, np.ndarray], attrs: dict[str,
         elif name in constants:
             values.append(create_node("Const", [], {"value": ge.Tensor(array)}, name, graph))
         else:
-            values.append(create_node("Data", [], {"shape": list(array.shape),
-                                                   "dtype": array.dtype.name}, name, graph))
+            shape = [-1] * array.ndim if dynamic else list(array.shape)
+            values.append(create_node("Data", [], {"shape": shape, "dtype": array.dtype.name},
+                                      name, graph))
     node = create_node(op_type, values, attrs, "cell", graph)
     graph.set_outputs(list(node.outputs))
     return graph, [v.name for v in node.outputs]
@@ -107,12 +110,13 @@ def onnxruntime_outputs(op_type: str, inputs: dict[str, np.ndarray], attrs: dict
 
 def check(op_type: str, inputs: dict[str, np.ndarray], attrs: dict[str, Any],
           engine: str = "fused", against_onnxruntime: bool = True,
-          constants: tuple[str, ...] = WEIGHTS) -> None:
-    """The node runs on ``engine`` with GE's default engines, and every output agrees with
-    the NumPy engine and (layout 0: onnxruntime has no other) with onnxruntime; the fused
-    engine's allocating kernel and writer agree too."""
+          constants: tuple[str, ...] = WEIGHTS, engines: Optional[list[str]] = None) -> None:
+    """The node runs on ``engine`` with ``engines`` (GE's default engines by default), and
+    every output agrees with the NumPy engine and (layout 0: onnxruntime has no other)
+    with onnxruntime, run after run; the fused engine's allocating kernel and writer
+    agree too."""
     graph, names = one_node_graph(op_type, inputs, attrs, constants)
-    executable = ge.compile(graph, opt_level=0)
+    executable = ge.compile(graph, opt_level=0, engines=engines)
     assert executable.report["engines_by_op"].get(engine, {}).get(op_type) == 1, \
         executable.report["engines_by_op"]
     feeds = {n: a for n, a in inputs.items() if n not in constants}
@@ -272,14 +276,17 @@ def test_runtime_states_and_constant_lengths():
 
 
 @pytest.mark.parametrize("layout", [0, 1])
-def test_an_empty_sequence_and_an_empty_batch(layout):
+@pytest.mark.parametrize("op_type,engine", [("LSTM", "fused"), ("GRU", "fused"),
+                                            ("LSTM", "onednn"), ("GRU", "onednn")])
+def test_an_empty_sequence_and_an_empty_batch(layout, op_type, engine):
+    """The fused loops and oneDNN's recurrences (whose runs go to the loops here)."""
     for seq, batch in ((0, 3), (4, 0)):
-        inputs = make_inputs("LSTM", "bidirectional", seq=seq, batch=batch, layout=layout)
-        graph, names = one_node_graph("LSTM", inputs, attributes("LSTM", {}, "bidirectional",
-                                                                 layout=layout))
+        inputs = make_inputs(op_type, "bidirectional", seq=seq, batch=batch, layout=layout)
+        graph, names = one_node_graph(op_type, inputs, attributes(
+            op_type, {}, "bidirectional", layout=layout))
         node = next(n for n in graph.nodes if n.name == "cell")
-        arrays = [inputs.get(name) for name in NAMES["LSTM"]]
-        got = get_engine("fused").bind(node)(arrays)
+        arrays = [inputs.get(name) for name in NAMES[op_type]]
+        got = get_engine(engine).bind(node)(arrays)
         want = get_engine("numpy").bind(node)(arrays)
         for g, w in zip(got, want):
             assert_close(g, w)

@@ -495,13 +495,23 @@ RESIZE_CASES = [
 
 @pytest.mark.parametrize("shape,attrs,scales,sizes,repeat", RESIZE_CASES)
 def test_nearest_resize(shape, attrs, scales, sizes, repeat, monkeypatch):
-    from ge.engines.onednn import movement
-
     x = _f32(*shape)
     x.reshape(-1)[:3] = [np.nan, -0.0, np.inf]
     arrays = [x, None, None if scales is None else np.array(scales, np.float32),
               None if sizes is None else np.array(sizes, np.int64)]
     graph = _graph("Resize", arrays, attrs, const=(2, 3))
+    session, fell_back = _resize_session(graph, monkeypatch)
+    for _ in range(2):
+        got = session.run({"x0": x})["op"]
+        np.testing.assert_array_equal(got, _reference(graph, {"x0": x}))  # bit for bit
+    assert bool(fell_back) != repeat
+
+
+def _resize_session(graph: ge.Graph, monkeypatch: Any) -> tuple[ge.Session, list[str]]:
+    """A session of the one-Resize graph on the oneDNN engine, and the list of the nodes
+    each of its runs handed to the next engine."""
+    from ge.engines.onednn import movement
+
     executable = ge.compile(graph, opt_level=0, engines=["onednn", "numpy"])
     assert executable.report["engines_by_op"].get("onednn") == {"Resize": 1}
     fell_back: list[str] = []
@@ -512,11 +522,7 @@ def test_nearest_resize(shape, attrs, scales, sizes, repeat, monkeypatch):
         original(self, inputs, outs)
 
     monkeypatch.setattr(movement._Fallback, "__call__", note)
-    session = ge.Session(executable)
-    for _ in range(2):
-        got = session.run({"x0": x})["op"]
-        np.testing.assert_array_equal(got, _reference(graph, {"x0": x}))  # bit for bit
-    assert bool(fell_back) != repeat
+    return ge.Session(executable), fell_back
 
 
 LINEAR = {"mode": "linear"}
@@ -562,23 +568,11 @@ def _onnxruntime_resize(x: np.ndarray, attrs: dict[str, Any], scales: Optional[l
 
 @pytest.mark.parametrize("shape,attrs,scales,sizes,taken", LINEAR_CASES)
 def test_linear_resize(shape, attrs, scales, sizes, taken, monkeypatch):
-    from ge.engines.onednn import movement
-
     x = _f32(*shape)
     arrays = [x, None, None if scales is None else np.array(scales, np.float32),
               None if sizes is None else np.array(sizes, np.int64)]
     graph = _graph("Resize", arrays, attrs, const=(2, 3))
-    executable = ge.compile(graph, opt_level=0, engines=["onednn", "numpy"])
-    assert executable.report["engines_by_op"].get("onednn") == {"Resize": 1}
-    fell_back: list[str] = []
-    original = movement._Fallback.__call__
-
-    def note(self: Any, inputs: Any, outs: Any) -> None:
-        fell_back.append(self.node.name)
-        original(self, inputs, outs)
-
-    monkeypatch.setattr(movement._Fallback, "__call__", note)
-    session = ge.Session(executable)
+    session, fell_back = _resize_session(graph, monkeypatch)
     want = _reference(graph, {"x0": x})
     for _ in range(2):
         assert_close(session.run({"x0": x})["op"], want, accumulate=True, what=str(shape))

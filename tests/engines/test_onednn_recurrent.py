@@ -17,10 +17,11 @@ from ge.engines import get_engine
 from ge.engines.fused import recurrent as fused_recurrent
 from ge.engines.onednn import _lib
 from ge.engines.onednn import recurrent as onednn_recurrent
-from ge.ops import create_node
+from tests.engines import test_fused_recurrent as fused_tests
 from tests.engines.test_fused_recurrent import (
     NAMES,
     WEIGHTS,
+    _node,
     attributes,
     make_inputs,
     one_node_graph,
@@ -38,24 +39,11 @@ ENGINES = ["onednn", "numpy"]
 
 
 def check(op_type: str, inputs: dict[str, np.ndarray], attrs: dict[str, Any],
-          constants: tuple[str, ...] = WEIGHTS, against_onnxruntime: bool = True) -> None:
+          constants: tuple[str, ...] = WEIGHTS) -> None:
     """The node runs on the oneDNN engine, and every output agrees with the NumPy engine
-    and (layout 0) with onnxruntime; a second run gives the same bits."""
-    graph, names = one_node_graph(op_type, inputs, attrs, constants)
-    executable = ge.compile(graph, opt_level=0, engines=ENGINES)
-    assert executable.report["engines_by_op"].get("onednn") == {op_type: 1}, \
-        executable.report["engines_by_op"]
-    feeds = {n: a for n, a in inputs.items() if n not in constants}
-    session = ge.Session(executable)
-    got, again = session.run(feeds), session.run(feeds)
-    want = ge.Session(ge.compile(graph, opt_level=0, engines=["numpy"])).run(feeds)
-    what = f"{op_type} {attrs}"
-    for name in names:
-        assert_close(got[name], want[name], accumulate=True, what=f"{what} {name}")
-        np.testing.assert_array_equal(again[name], got[name])
-    if against_onnxruntime and attrs.get("layout", 0) == 0:
-        for name, theirs in zip(names, onnxruntime_outputs(op_type, inputs, attrs)):
-            assert_close(got[name], theirs, accumulate=True, what=f"{what} {name} (ort)")
+    and (layout 0) with onnxruntime; a second run gives the same values."""
+    fused_tests.check(op_type, inputs, attrs, engine="onednn", constants=constants,
+                      engines=ENGINES)
 
 
 @pytest.mark.parametrize("cell", CELLS, ids=CELL_IDS)
@@ -97,24 +85,20 @@ def test_states_given_as_constants_and_full_sequence_lengths():
           constants=WEIGHTS + ("sequence_lens", "initial_h"))
 
 
+def _lstm(inputs: dict[str, np.ndarray], attrs: dict[str, Any], dynamic: bool = False
+          ) -> tuple[ge.Graph, Any]:
+    """A graph holding one LSTM node, and the node (its outputs for the caller to pick)."""
+    graph, _ = one_node_graph("LSTM", inputs, attrs, dynamic=dynamic)
+    return graph, next(n for n in graph.nodes if n.name == "cell")
+
+
 @pytest.mark.parametrize("layout", [0, 1])
 @pytest.mark.parametrize("read", [[0], [1], [0, 1], [2]])
 def test_outputs_left_unread(layout, read):
     """A graph that reads some of an LSTM's outputs gets them right: the others are still
     computed somewhere (oneDNN writes its final states in pairs)."""
     inputs = make_inputs("LSTM", "bidirectional", layout=layout)
-    graph = ge.Graph("lstm")
-    values: list[Any] = []
-    for name in NAMES["LSTM"]:
-        array = inputs.get(name)
-        if array is None:
-            values.append(None)
-        elif name in WEIGHTS:
-            values.append(create_node("Const", [], {"value": ge.Tensor(array)}, name, graph))
-        else:
-            values.append(create_node("Data", [], {"shape": list(array.shape)}, name, graph))
-    node = create_node("LSTM", values, attributes("LSTM", {}, "bidirectional", layout=layout),
-                       "cell", graph)
+    graph, node = _lstm(inputs, attributes("LSTM", {}, "bidirectional", layout=layout))
     graph.set_outputs([node.outputs[i] for i in read])
     executable = ge.compile(graph, opt_level=0, engines=ENGINES)
     assert executable.report["engines_by_op"].get("onednn") == {"LSTM": 1}
@@ -166,17 +150,7 @@ def test_input_features_w_does_not_fit_are_a_clear_error():
     """X's last axis unknown when compiling: a run that feeds the wrong size gets an error
     naming the node and the sizes, and the session runs on."""
     inputs = make_inputs("LSTM", "forward", hidden=200, initial=False)
-    graph = ge.Graph("lstm")
-    values: list[Any] = []
-    for name in NAMES["LSTM"]:
-        array = inputs.get(name)
-        if array is None:
-            values.append(None)
-        elif name in WEIGHTS:
-            values.append(create_node("Const", [], {"value": ge.Tensor(array)}, name, graph))
-        else:
-            values.append(create_node("Data", [], {"shape": [-1, -1, -1]}, name, graph))
-    node = create_node("LSTM", values, attributes("LSTM", {}, "forward", 200), "cell", graph)
+    graph, node = _lstm(inputs, attributes("LSTM", {}, "forward", 200), dynamic=True)
     graph.set_outputs(list(node.outputs))
     executable = ge.compile(graph, opt_level=0)
     assert executable.report["engines_by_op"].get("onednn") == {"LSTM": 1}
@@ -189,27 +163,10 @@ def test_input_features_w_does_not_fit_are_a_clear_error():
         assert_close(got[name], want[name], accumulate=True, what=name)
 
 
-@pytest.mark.parametrize("layout", [0, 1])
-def test_an_empty_sequence_and_an_empty_batch(layout):
-    for seq, batch in ((0, 3), (4, 0)):
-        inputs = make_inputs("GRU", "bidirectional", seq=seq, batch=batch, layout=layout)
-        graph, _ = one_node_graph("GRU", inputs, attributes("GRU", {}, "bidirectional",
-                                                            layout=layout))
-        node = next(n for n in graph.nodes if n.name == "cell")
-        arrays = [inputs.get(name) for name in NAMES["GRU"]]
-        got = get_engine("onednn").bind_node(node).kernel(arrays)
-        want = get_engine("numpy").bind(node)(arrays)
-        for g, w in zip(got, want):
-            assert_close(g, w)
+# (an empty sequence or batch: test_fused_recurrent's test covers this engine too)
 
 
 # -- what the engine declines, and the default order ----------------------------------------
-
-def _node(op_type: str, inputs: dict[str, np.ndarray], attrs: dict[str, Any],
-          constants: tuple[str, ...] = WEIGHTS) -> Any:
-    graph, _ = one_node_graph(op_type, inputs, attrs, constants)
-    return next(n for n in graph.nodes if n.name == "cell")
-
 
 def test_the_cells_the_engine_declines():
     engine = get_engine("onednn")
