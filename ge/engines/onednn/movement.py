@@ -317,8 +317,12 @@ def _bind_linear_resize(node: Node) -> BoundNode:
     """One linear resampling primitive per input shape and strides, reading and writing
     the arrays where they lie, channels-last or first."""
     primitives = _lib.ShapeCache()
+    layouts = _lib.ShapeCache()  # input shape -> _linear_layout's answer
     fallback = _Fallback(node)
     what = f"the resize {node.name!r}"
+
+    def layout_of(shape: tuple[int, ...]) -> Optional[tuple[tuple[int, ...], list[int]]]:
+        return layouts.get_or_make(shape, lambda: _linear_layout(node, shape))
 
     def make(x: np.ndarray, out: np.ndarray, axes: list[int]) -> Any:
         source, dest = _lib.Desc.of(x, axes=axes), _lib.Desc.of(out, axes=axes)
@@ -331,7 +335,7 @@ def _bind_linear_resize(node: Node) -> BoundNode:
     def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
         x, out = inputs[0], outs[0]
         assert x is not None
-        layout = _linear_layout(node, x.shape)
+        layout = layout_of(x.shape)
         if layout is None or layout[0] != out.shape:
             fallback(inputs, outs)
             return
@@ -345,7 +349,7 @@ def _bind_linear_resize(node: Node) -> BoundNode:
     def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
         x = inputs[0]
         assert x is not None
-        layout = _linear_layout(node, x.shape)
+        layout = layout_of(x.shape)
         if layout is None:
             return fallback.kernel(inputs)
         out = np.empty(layout[0], np.float32)
