@@ -30,6 +30,7 @@ the output's.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections.abc import Sequence
@@ -133,11 +134,15 @@ _NCHW_OF_NHWC = (0, 3, 1, 2)
 
 
 class _Fallback:
-    """The node's writer on the next engine that takes it, bound at first need."""
+    """The node's writer on the next engine that takes it, bound at first need. A node
+    whose shapes are known only at run time may come here at every run (an elementwise
+    op too small for oneDNN): after the first call, a call costs one indirection."""
 
     def __init__(self, node: Node) -> None:
         self.node = node
         self.bound: Optional[BoundNode] = None
+        self._write: Optional[Callable[[Sequence[Optional[np.ndarray]],
+                                        Sequence[np.ndarray]], None]] = None
 
     def _bound(self) -> BoundNode:
         if self.bound is None:
@@ -149,12 +154,11 @@ class _Fallback:
 
     def __call__(self, inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]
                  ) -> None:
-        bound = self._bound()
-        if bound.writer is not None:
-            bound.writer(inputs, outs)
-        else:
-            for out, value in zip(outs, bound.kernel(inputs)):
-                np.copyto(out, value)
+        write = self._write
+        if write is None:
+            bound = self._bound()
+            write = self._write = bound.writer or functools.partial(_copy_out, bound.kernel)
+        write(inputs, outs)
 
     def kernel(self, inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
         """The next engine's kernel: fresh outputs of the shapes it finds."""
@@ -168,6 +172,13 @@ class _Fallback:
             self(inputs, outs)
         else:
             primitive.run_arrays((x, out))
+
+
+def _copy_out(kernel: Callable[[Sequence[Optional[np.ndarray]]], Sequence[np.ndarray]],
+              inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
+    """A kernel that allocates its outputs, run as a writer into ``outs``."""
+    for out, value in zip(outs, kernel(inputs)):
+        np.copyto(out, value)
 
 
 _scratch = threading.local()
