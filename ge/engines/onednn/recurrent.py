@@ -143,6 +143,7 @@ def bind_recurrent(node: Node) -> BoundNode:
     assert r is not None
     hidden = int(r.shape[2])
     count = len(node.outputs)
+    width = int(directions[0].weights.source.shape[2])  # W's input features
     plans = _lib.ShapeCache()
     fallback = _Elsewhere(node)
     what = f"the {op_type} {node.name!r}"
@@ -162,7 +163,6 @@ def bind_recurrent(node: Node) -> BoundNode:
         if has_state_out:
             state_out = next(states)
             cell_out = next(states) if lstm else None
-        width = direction.weights.source.shape[2]
         weights_any = _lib.Desc([1, 1, width, _GATES[op_type], hidden])
         recurrent_any = _lib.Desc([1, 1, hidden, _GATES[op_type], hidden])
         try:
@@ -193,13 +193,16 @@ def bind_recurrent(node: Node) -> BoundNode:
                 (lengths is not None and np.any(np.asarray(lengths) != steps)):
             fallback(inputs, outs)
             return
+        if x.shape[2] != width:
+            raise ValueError(f"X has {x.shape[2]} input features; W expects {width}")
         source = x.transpose(1, 0, 2) if layout else x
-        y = outs[0] if count else np.empty(_shapes(x)[0], np.float32)
+        shapes = _shapes(x)
+        y = outs[0] if count else np.empty(shapes[0], np.float32)
         h0 = inputs[_H0] if len(inputs) > _H0 else None
         c0 = inputs[_C0] if lstm and len(inputs) > _C0 else None
         has_state = h0 is not None or c0 is not None
         if has_state:
-            zeros = np.zeros(_shapes(x)[1], np.float32)
+            zeros = np.zeros(shapes[1], np.float32)
             h0 = zeros if h0 is None else h0
             c0 = (zeros if c0 is None else c0) if lstm else None
         has_state_out = count > 1
@@ -207,11 +210,8 @@ def bind_recurrent(node: Node) -> BoundNode:
         c_out: Optional[np.ndarray] = None
         if has_state_out:
             h_out = outs[1]
-            c_out = (outs[2] if count > 2 else np.empty(_shapes(x)[1], np.float32)) \
+            c_out = (outs[2] if count > 2 else np.empty(shapes[1], np.float32)) \
                 if lstm else None
-        width = directions[0].weights.source.shape[2]
-        if source.shape[2] != width:
-            raise ValueError(f"X has {source.shape[2]} input features; W expects {width}")
         primitives = []
         for d in range(len(directions)):
             arrays = [source, y[:, :, d].transpose(1, 0, 2) if layout else y[:, d]]
