@@ -13,9 +13,9 @@ of NumPy's float32 (softplus far below zero loses all its relative precision).
 max-subtracting form, as the reference). ``LogSoftmax`` is not taken: oneDNN's log is
 within 4e-6, short of float32.
 
-Arrays under ``SMALL_ELEMENTS`` stay with the next engine (oneDNN's call through ctypes
-costs more than a NumPy ufunc there); a run whose shape the graph did not fix and that
-turns out small goes to the next engine's kernel as well.
+Arrays under ``SMALL_ELEMENTS`` (``Tanh``: ``SMALL_BY_OP``) stay with the next engine
+(oneDNN's call through ctypes costs more than a NumPy ufunc there); a run whose shape the
+graph did not fix and that turns out small goes to the next engine's kernel as well.
 """
 
 from __future__ import annotations
@@ -51,12 +51,20 @@ UNARY: dict[str, tuple[str, float, float]] = {
 #: fewer elements than this stay with the next engine
 SMALL_ELEMENTS = 1 << 14
 
+#: ops whose NumPy ufunc stays ahead to larger sizes: ``tanh`` over 64k values takes
+#: 36 us against oneDNN's 48 (both threads), over 256k 103 against 85
+SMALL_BY_OP = {"Tanh": 1 << 17}
+
+
+def _small(node: Node) -> int:
+    return SMALL_BY_OP.get(node.op_type, SMALL_ELEMENTS)
+
 
 def _large(node: Node) -> bool:
-    """False when the output's shape is fixed and under ``SMALL_ELEMENTS``."""
+    """False when the output's shape is fixed and under the op's small size."""
     dims = [d for d in node.outputs[0].shape if isinstance(d, int) and is_static_dim(d)]
     if len(dims) == len(node.outputs[0].shape):
-        return math.prod(dims) >= SMALL_ELEMENTS
+        return math.prod(dims) >= _small(node)
     return True
 
 
@@ -75,7 +83,7 @@ def bind_unary(node: Node) -> BoundNode:
         desc = _lib.Desc([count], [1])  # elementwise: any shape is one flat vector
         return _lib.eltwise(algorithm, desc, desc, alpha, beta), desc
 
-    return _same_shape(node, make)
+    return _same_shape(node, make, _small(node))
 
 
 def _same_shape(node: Node, describe: Callable[[tuple[int, ...]], Any],

@@ -106,15 +106,17 @@ register_engine(TorchEngine())
 
 def _small_on_numpy(node: Node, bound: BoundNode) -> BoundNode:
     """``bound``, or the NumPy engine's kernel for the cheap ops when their output has
-    under ``elementwise.CHEAP_MIN_ELEMENTS`` elements: below that size a NumPy ufunc
-    costs less than a torch call and its tensor wrapping. The compiler's check decided
+    under ``elementwise.numpy_below`` elements: below that size a NumPy ufunc costs
+    less than a torch call and its tensor wrapping. The compiler's check decided
     for sizes known when compiling; a session binds the shapes of each input signature,
     which settles most of the others here, and the rest (sizes the data decides) are
     chosen per call."""
     from ge.engines import get_engine
-    from ge.engines.torch.elementwise import CHEAP, CHEAP_MIN_ELEMENTS
+    from ge.engines.torch.elementwise import CHEAP_MIN_ELEMENTS, numpy_below
 
-    if node.op_type not in CHEAP and node.op_type not in RUNTIME_SMALL_OPS:
+    below = numpy_below(node.op_type) or (
+        CHEAP_MIN_ELEMENTS if node.op_type in RUNTIME_SMALL_OPS else 0)
+    if not below:
         return bound
     small = get_engine("numpy").bind_node(node)
     large_writer, small_writer = bound.writer, small.writer
@@ -122,17 +124,17 @@ def _small_on_numpy(node: Node, bound: BoundNode) -> BoundNode:
         return bound
     size = _base.known_size(node.outputs[0].shape)
     if size is not None:  # known when binding
-        return small if size < CHEAP_MIN_ELEMENTS else bound
+        return small if size < below else bound
     large_kernel, small_kernel = bound.kernel, small.kernel
 
     def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
-        if outs[0].size < CHEAP_MIN_ELEMENTS:
+        if outs[0].size < below:
             small_writer(inputs, outs)
         else:
             large_writer(inputs, outs)
 
     def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
         size = max((a.size for a in inputs if a is not None), default=0)
-        return small_kernel(inputs) if size < CHEAP_MIN_ELEMENTS else large_kernel(inputs)
+        return small_kernel(inputs) if size < below else large_kernel(inputs)
 
     return BoundNode(kernel, writer, bound.allocates)
