@@ -215,3 +215,30 @@ def test_a_weight_is_packed_once_per_layout_and_old_shapes_are_dropped():
     for key in range(cache.capacity + 5):
         cache[key] = key
     assert list(cache) == list(range(5, cache.capacity + 5))  # the oldest went first
+
+
+@pytest.mark.parametrize("strided", [False, True])
+def test_runs_on_the_same_arrays_with_new_values(strided):
+    """The writer reuses its reshaped operands for the arrays it was given last time:
+    an array changed in place between runs, or one the writer had to copy (a strided
+    feed, a fed bias), gives this run's values, not the last run's."""
+    graph = ge.Graph("again")
+    x = create_node("Data", [], {"shape": [3, 16, 64]}, "x", graph)
+    bias = create_node("Data", [], {"shape": [128]}, "bias", graph)
+    residual = create_node("Data", [], {"shape": [3, 16, 128]}, "residual", graph)
+    weight = create_node("Const", [], {"value": ge.Tensor(_f32(64, 128))}, "w", graph)
+    product = create_node("MatMulBiasAdd", [x, weight, bias, residual], {}, "p", graph)
+    graph.set_outputs([create_node("Neg", [product], {}, "op", graph)])  # p in the arena
+    executable = ge.compile(graph, opt_level=0, engines=["onednn", "numpy"])
+    assert executable.report["engines_by_op"]["onednn"]["MatMulBiasAdd"] == 1
+    session = ge.Session(executable)
+    wide = _f32(3, 16, 128)
+    feed = {"x": wide[:, :, ::2] if strided else _f32(3, 16, 64), "bias": _f32(256)[::2],
+            "residual": _f32(3, 16, 128)}
+    weights = graph.nodes[[n.name for n in graph.nodes].index("w")].attrs["value"].numpy()
+    for run in range(3):
+        for name in feed:
+            feed[name][...] = _f32(*feed[name].shape) * (run + 1)
+        got = session.run(feed)["op"]
+        want = -(feed["x"].astype(np.float64) @ weights + feed["bias"] + feed["residual"])
+        assert_close(got, want, accumulate=True)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -187,8 +187,20 @@ def _bind_weighted(node: Node) -> BoundNode:
         finally:
             _lib.destroy(pd)
 
+    # the arrays of the last call and what they gave: (x, out, residual, bias, primitive,
+    # its arrays); the memory plan hands a node the same arena views run after run, and
+    # for views (not copies) of those the primitive then runs on the same reshaped
+    # arrays, whose addresses it knows (a fresh reshape costs its address query)
+    last: list[Optional[tuple[Any, ...]]] = [None]
+
     def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
         x, out = inputs[0], outs[0]
+        seen = last[0]
+        if seen is not None and x is seen[0] and out is seen[1] \
+                and (not has_residual or inputs[3] is seen[2]) \
+                and (not bias_given or inputs[2] is seen[3]):
+            seen[4].run_arrays(seen[5])
+            return
         assert x is not None
         rows = x.reshape(-1, x.shape[-1])  # a copy only when the input's strides demand it
         flat = out.reshape(-1, columns)
@@ -222,6 +234,14 @@ def _bind_weighted(node: Node) -> BoundNode:
         if added is not None and not in_place:
             arrays.append(added)
         primitive.run_arrays(arrays)
+        sources: list[Optional[np.ndarray]] = [x, out]
+        if bias_given:
+            sources.append(inputs[2])
+        if added is not None and not in_place:
+            sources.append(inputs[3])
+        if all(np.may_share_memory(a, b) for a, b in zip(arrays, sources)):  # no copies
+            last[0] = (x, out, inputs[3] if has_residual else None,
+                       inputs[2] if bias_given else None, primitive, arrays)
 
     def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
         x = inputs[0]
