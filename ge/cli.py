@@ -223,6 +223,10 @@ def _cmd_run(args: argparse.Namespace) -> None:
 
         if tuning.table():
             print(tuning.table())
+        from ge.engines.fused import gemv
+
+        if gemv.table():
+            print(gemv.table())
         if args.trace:
             profile.save(args.trace)
             print(f"wrote the Chrome trace to {args.trace} (open it in ui.perfetto.dev)")

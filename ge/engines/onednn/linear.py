@@ -13,6 +13,16 @@ summed where the output's bytes hold it when the memory plan puts the output ove
 way, and as fast as the product alone (0.59 against 0.61 ms for the product and an
 ``Add`` on a [1024, 256] x [256, 256] layer).
 
+A single row (``[1, K]`` after the flattening: a decoding step, a classifier's head at
+batch 1) runs on the fused engine's matrix-vector kernel instead (``ge.engines.fused.
+gemv``: the weight copied once, transposed; bias, residual and activation in the same
+pass; on oneDNN's OpenMP threads), where it is available: the product streams the
+weight once, and oneDNN's BRGEMM streams it more slowly. Measured (2 cores, AVX-512),
+chains of sixteen such layers in alternating blocks, against oneDNN's matmul and
+onnxruntime: [1, 256] x [256, 1024] and back 0.28 against 0.36 and 0.25 ms; hidden 384
+0.88 against 1.25 and 0.92; hidden 768 5.3 against 6.9 and 5.5. A GPT-style decoding
+step with a KV cache (4 layers, hidden 384) went from 1.58x onnxruntime to 1.33x.
+
 ``MatMul`` of two computed operands (attention's ``Q @ K^T`` and ``P @ V``) is one
 batched matmul primitive per shape pair, each operand read where it lies through its
 strides: a transposed view costs no copy. Batch dims of size 1 broadcast.
@@ -24,13 +34,15 @@ engine's kernel.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 import numpy as np
 
 from ge.engines.base import BoundNode
+from ge.engines.fused import gemv
 from ge.engines.onednn import _lib
 from ge.engines.onednn.conv import _const, _Fallback, _float32, _is_const, _rank
 from ge.errors import UnsupportedOpError
@@ -187,11 +199,28 @@ def _bind_weighted(node: Node) -> BoundNode:
         finally:
             _lib.destroy(pd)
 
-    # the arrays of the last call and what they gave: (x, out, residual, bias, primitive,
-    # its arrays); the memory plan hands a node the same arena views run after run, and
-    # for views (not copies) of those the primitive then runs on the same reshaped
-    # arrays, whose addresses it knows (a fresh reshape costs its address query)
+    activation = node.attrs.get("activation", "none") if node.op_type == "MatMulBiasAdd" \
+        else "none"
+    vector: list[Optional[gemv.MatrixVector]] = []  # made at the first single row
+
+    def matrix_vector() -> Optional[gemv.MatrixVector]:
+        if not vector:
+            vector.append(gemv.MatrixVector(matrix, bias, activation, f"{node.op_type} "
+                                            f"{node.name!r}") if gemv.available() else None)
+        return vector[0]
+
+    # the arrays of the last call and what they gave: (x, out, residual, bias, the call
+    # on their reshaped forms); the memory plan hands a node the same arena views run
+    # after run, and for views (not copies) of those the kernel then runs on the same
+    # reshaped arrays, whose addresses it knows (a fresh reshape costs its address query)
     last: list[Optional[tuple[Any, ...]]] = [None]
+
+    def remember(x: np.ndarray, out: np.ndarray, inputs: Sequence[Optional[np.ndarray]],
+                 arrays: Sequence[Any], sources: Sequence[Any], call: Callable[[], None]
+                 ) -> None:
+        if all(a is None or np.may_share_memory(a, b) for a, b in zip(arrays, sources)):
+            last[0] = (x, out, inputs[3] if has_residual else None,
+                       inputs[2] if bias_given else None, call)
 
     def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
         x, out = inputs[0], outs[0]
@@ -199,7 +228,7 @@ def _bind_weighted(node: Node) -> BoundNode:
         if seen is not None and x is seen[0] and out is seen[1] \
                 and (not has_residual or inputs[3] is seen[2]) \
                 and (not bias_given or inputs[2] is seen[3]):
-            seen[4].run_arrays(seen[5])
+            seen[4]()
             return
         assert x is not None
         rows = x.reshape(-1, x.shape[-1])  # a copy only when the input's strides demand it
@@ -216,6 +245,12 @@ def _bind_weighted(node: Node) -> BoundNode:
             # the plan put the output over the residual (``OneDNNEngine.inplace_input``): a
             # sum post-op adds what the output's bytes hold, the same sum as a binary add
             in_place = added.ctypes.data == flat.ctypes.data and added.strides == flat.strides
+        if rows.shape[0] == 1 and rows.flags.c_contiguous and flat.flags.c_contiguous:
+            product = matrix_vector()
+            given = inputs[2] if bias_given else None
+            if product is not None and _single_row(product, x, out, inputs, given, rows, flat,
+                                                   added, remember):
+                return
         key = (rows.shape, rows.strides, None if added is None else added.strides, in_place)
         primitive = primitives.get_or_make(key, lambda: make(rows, flat, added, in_place))
         if primitive is None:
@@ -239,9 +274,7 @@ def _bind_weighted(node: Node) -> BoundNode:
             sources.append(inputs[2])
         if added is not None and not in_place:
             sources.append(inputs[3])
-        if all(np.may_share_memory(a, b) for a, b in zip(arrays, sources)):  # no copies
-            last[0] = (x, out, inputs[3] if has_residual else None,
-                       inputs[2] if bias_given else None, primitive, arrays)
+        remember(x, out, inputs, arrays, sources, functools.partial(primitive.run_arrays, arrays))
 
     def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
         x = inputs[0]
@@ -251,6 +284,27 @@ def _bind_weighted(node: Node) -> BoundNode:
         return [out]
 
     return BoundNode(kernel, writer)
+
+
+def _single_row(product: gemv.MatrixVector, x: np.ndarray, out: np.ndarray,
+                inputs: Sequence[Optional[np.ndarray]], given: Optional[np.ndarray],
+                rows: np.ndarray, flat: np.ndarray, added: Optional[np.ndarray],
+                remember: Callable[..., None]) -> bool:
+    """One row on the matrix-vector kernel (``gemv``), remembered for the next call;
+    False when a bias ``given`` at run time is not one per column (the caller's path
+    then deals with it)."""
+    bias: Optional[np.ndarray] = None
+    if given is not None:
+        if given.size != product.columns:
+            return False
+        bias = np.ascontiguousarray(given, dtype=np.float32).reshape(-1)
+    operands = (rows.reshape(-1), flat.reshape(-1), bias,
+                None if added is None else added.reshape(-1))
+    call = functools.partial(product.run, *operands)
+    call()
+    remember(x, out, inputs, operands, (x, out, given, None if added is None else inputs[3]),
+             call)
+    return True
 
 
 def _bind_batched(node: Node) -> BoundNode:
