@@ -729,7 +729,8 @@ def test_layer_normalizations_the_engine_declines():
     assert not declined("LayerNormalization", [x, scale], attrs, const=(1,))
     assert declined("LayerNormalization", [x, scale], attrs)  # a computed scale
     assert declined("LayerNormalization", [x, scale, _f32(64)], attrs, const=(1,))
-    assert declined("LayerNormalization", [x[:1, :4], scale], attrs, const=(1,))  # small
+    assert not declined("LayerNormalization", [x[:1, :1], scale], attrs, const=(1,))  # small
+    assert declined("LayerNormalization", [x[:0], scale], attrs, const=(1,))  # empty
 
 
 def test_a_layer_normalization_of_unknown_rows_runs_small_and_large_feeds():

@@ -9,7 +9,7 @@ Measured on a 2-core AVX-512 machine, a one-node model over a BERT layer's [1, 1
 256] runs in 12 us, 19 us with ``torch.layer_norm`` (onnxruntime: 14 us).
 
 A node with a computed scale or bias, with its optional mean and inverse deviation
-outputs, or known to be small stays with the next engine.
+outputs, or known to be empty stays with the next engine.
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ from ge.ops.shape_utils import normalize_axis
 
 __all__ = ["check_layer_norm", "bind_layer_norm", "SMALL_NORM_ELEMENTS"]
 
-#: fewer elements than this stay with the next engine
-SMALL_NORM_ELEMENTS = 1 << 12
+#: fewer elements than this stay with the next engine: only an empty input. oneDNN's
+#: call is the fastest at every size measured: a one-node model over a decoding step's
+#: [1, 1, 384] runs in 12.5 us, 15.5 us with torch's and 23 us with NumPy's kernel
+SMALL_NORM_ELEMENTS = 1
 
 
 def _known_small(node: Node) -> bool:
