@@ -124,7 +124,7 @@ def test_the_onednn_engine_runs_single_rows_on_the_kernel(op_type: str, dynamic:
         reference = ge.Session(ge.compile(graph, opt_level=0, engines=["numpy"]))
         calls.clear()
         for seed in range(3):
-            for name, value in feeds.items():
+            for value in feeds.values():
                 value[...] = _f32(*value.shape) * (seed + 1)
             assert_close(session.run(feeds)["op"], reference.run(feeds)["op"],
                          accumulate=True, what=f"{op_type}, {rows} rows")

@@ -11,21 +11,20 @@ the row with one contiguous row of the copy, summed in vector registers (numba's
 ``fastmath`` lets LLVM split the sum over several accumulators), with the bias, the
 residual and the activation applied as the value is written. The columns are shared out
 among the threads of a parallel region of the OpenMP runtime oneDNN runs on
-(``GOMP_parallel``), whose threads spin after oneDNN's last primitive and start at
-once; the region's body is a numba ``cfunc`` (machine code: no Python, no GIL) that
-reads its operands' addresses from a small array. Without numba or that runtime, or
+(``openmp``). Without numba or that runtime, or
 with ``GE_MATRIX_VECTOR=0``, ``available()`` is False and products stay with oneDNN.
 ``table()`` lists the products made on this kernel (``ge run --profile`` prints it).
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import threading
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
+
+from ge.engines.fused import openmp
 
 __all__ = ["ACTIVATIONS", "MatrixVector", "available", "table", "VARIABLE"]
 
@@ -36,48 +35,13 @@ VARIABLE = "GE_MATRIX_VECTOR"
 ACTIVATIONS = {"none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3}
 
 _lock = threading.Lock()
-_state: dict[str, Any] = {}
 _made: list[str] = []  # what each MatrixVector was made for, in order
-
-
-def _build() -> Optional[tuple[Any, int, Any, tuple[int, int]]]:
-    """``GOMP_parallel`` typed, the kernel's address, its module and the addresses of
-    the runtime's thread count and number; None where any is missing."""
-    try:
-        from ge.engines.fused import _gemv_kernel as kernel
-        from ge.engines.onednn import _lib
-    except Exception:  # noqa: BLE001 - a broken numba is as good as none
-        return None
-    if _lib.unavailable_reason() is not None:
-        return None
-    runtime = _lib.openmp_runtime()
-    if runtime is None:
-        return None
-    try:
-        parallel = runtime.GOMP_parallel
-        functions = (ctypes.cast(runtime.omp_get_num_threads, ctypes.c_void_p).value,
-                     ctypes.cast(runtime.omp_get_thread_num, ctypes.c_void_p).value)
-    except AttributeError:
-        return None
-    parallel.restype = None
-    parallel.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint]
-    address: Any = kernel.region.address
-    if not all(functions) or not address:
-        return None
-    return parallel, int(address), kernel, (int(functions[0] or 0), int(functions[1] or 0))
-
-
-def _built() -> Optional[tuple[Any, int, Any, tuple[int, int]]]:
-    with _lock:
-        if "built" not in _state:
-            _state["built"] = _build()
-        return _state["built"]
 
 
 def available() -> bool:
     """Whether the kernel runs here: numba and oneDNN's OpenMP runtime are loaded, and
     ``GE_MATRIX_VECTOR`` is not "0"."""
-    return os.environ.get(VARIABLE, "").strip() != "0" and _built() is not None
+    return os.environ.get(VARIABLE, "").strip() != "0" and openmp.runtime() is not None
 
 
 def table() -> str:
@@ -98,21 +62,22 @@ class MatrixVector:
 
     def __init__(self, matrix: np.ndarray, bias: Optional[np.ndarray] = None,
                  activation: str = "none", what: str = "a product") -> None:
-        built = _built()
-        if built is None:
+        found = openmp.runtime()
+        if found is None:
             raise RuntimeError("the matrix-vector kernel needs numba and oneDNN's OpenMP")
-        self._parallel, self._kernel, layout, functions = built
+        self._runtime, kernels = found, found.kernels
+        self._region = int(kernels.matrix_vector.address)
         depth, columns = (int(d) for d in matrix.shape)
         self.weight = np.ascontiguousarray(np.asarray(matrix, np.float32).T)
         self.bias = None if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
         self.depth, self.columns = depth, columns
-        operands = self._operands = np.zeros(layout.OPERANDS, np.int64)
-        operands[layout.WEIGHT] = self.weight.ctypes.data
-        operands[layout.BIAS] = 0 if self.bias is None else self.bias.ctypes.data
-        operands[layout.DEPTH], operands[layout.COLUMNS] = depth, columns
-        operands[layout.ACTIVATION] = ACTIVATIONS[activation]
-        operands[layout.THREAD_COUNT], operands[layout.THREAD_NUMBER] = functions
-        self._slots = (layout.X, layout.OUT, layout.BIAS, layout.RESIDUAL)
+        operands = self._operands = np.zeros(kernels.OPERANDS, np.int64)
+        operands[kernels.THREAD_COUNT], operands[kernels.THREAD_NUMBER] = found.functions
+        operands[kernels.WEIGHT] = self.weight.ctypes.data
+        operands[kernels.BIAS] = 0 if self.bias is None else self.bias.ctypes.data
+        operands[kernels.DEPTH], operands[kernels.COLUMNS] = depth, columns
+        operands[kernels.ACTIVATION] = ACTIVATIONS[activation]
+        self._slots = (kernels.X, kernels.OUT, kernels.BIAS, kernels.RESIDUAL)
         self._address = self._operands.ctypes.data
         self._lock = threading.Lock()
         with _lock:
@@ -145,4 +110,4 @@ class MatrixVector:
             if held[3] is not residual:
                 operands[at_residual] = 0 if residual is None else residual.ctypes.data
                 held[3] = residual
-            self._parallel(self._kernel, self._address, 0, 0)
+            self._runtime.start(self._region, self._address)

@@ -1,13 +1,15 @@
 """Unary activations and softmax as oneDNN primitives (JIT, vectorized, on the OpenMP
 pool).
 
-``Tanh``, ``Exp``, ``Sigmoid``, ``Relu``, ``Sqrt``, ``Abs``, ``HardSwish`` and ``Mish``
-in float32, one primitive per element count: the input (made
+``Tanh``, ``Exp``, ``Sigmoid``, ``Relu``, ``Sqrt``, ``Abs``, ``HardSwish``, ``Mish`` and
+``Swish`` (alpha 1: SiLU) in float32, one primitive per element count: the input (made
 contiguous when it is not) and the output are seen as flat vectors, which may be one
 buffer (an in-place step). Measured on a 2-core AVX-512 machine over [1, 64, 80, 80]:
 ``tanh`` 50 us against 500 us for ``torch.tanh`` and 68 us for NumPy's single-threaded
-one. ``Log`` and ``Softplus`` are not taken: oneDNN's are within 4e-6 absolute, short
-of NumPy's float32 (softplus far below zero loses all its relative precision).
+one. ``Sigmoid`` and ``Swish`` run on the fused engine's kernel instead where it is
+available (``FAST``): 0.19 ms against oneDNN's 0.31 and 0.41 over 1.2M values. ``Log``
+and ``Softplus`` are not taken: oneDNN's are within 4e-6 absolute, short of NumPy's
+float32 (softplus far below zero loses all its relative precision).
 
 ``Softmax`` over the last axis is a softmax primitive per input shape (the
 max-subtracting form, as the reference). ``LogSoftmax`` is not taken: oneDNN's log is
@@ -27,6 +29,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ge.engines.base import BoundNode
+from ge.engines.fused import activation as fast_activation
 from ge.engines.onednn import _lib
 from ge.engines.onednn.conv import _Fallback, _float32, _rank
 from ge.errors import UnsupportedOpError
@@ -46,7 +49,12 @@ UNARY: dict[str, tuple[str, float, float]] = {
     "Abs": ("abs", 0.0, 0.0),
     "HardSwish": ("hardswish", 1.0 / 6.0, 0.5),
     "Mish": ("mish", 0.0, 0.0),
+    "Swish": ("swish", 1.0, 0.0),  # alpha 1 only (SiLU)
 }
+
+#: activations the fused engine's kernel computes, 2x faster than oneDNN's (see
+#: ``ge.engines.fused.activation``): op -> the kernel's function
+FAST = {"Sigmoid": "sigmoid", "Swish": "swish"}
 
 #: fewer elements than this stay with the next engine
 SMALL_ELEMENTS = 1 << 14
@@ -72,10 +80,15 @@ def check_unary(node: Node) -> bool:
     """True for a float32 activation of ``UNARY`` that is not known to be small."""
     if not _float32(node, (0,)) or len(node.outputs) != 1 or node.inputs[0] is None:
         return False
+    if node.op_type == "Swish" and float(node.attrs.get("alpha", 1.0)) != 1.0:
+        return False
     return _large(node)
 
 
 def bind_unary(node: Node) -> BoundNode:
+    function = FAST.get(node.op_type)
+    if function is not None and fast_activation.available():
+        return _fast(node, function)
     algorithm, alpha, beta = UNARY[node.op_type]
 
     def make(shape: tuple[int, ...]) -> Any:
@@ -84,6 +97,30 @@ def bind_unary(node: Node) -> BoundNode:
         return _lib.eltwise(algorithm, desc, desc, alpha, beta), desc
 
     return _same_shape(node, make, _small(node))
+
+
+def _fast(node: Node, function: str) -> BoundNode:
+    """The fused engine's kernel on arrays of ``_small(node)`` values or more, the next
+    engine's writer on smaller ones."""
+    fallback = _Fallback(node)
+    small = _small(node)
+
+    def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
+        x, out = inputs[0], outs[0]
+        assert x is not None
+        if out.size < small or x.shape != out.shape:
+            fallback(inputs, outs)
+            return
+        fast_activation.apply(function, x, out)
+
+    def kernel(inputs: Sequence[Optional[np.ndarray]]) -> list[np.ndarray]:
+        x = inputs[0]
+        assert x is not None
+        out = np.empty(x.shape, np.float32)
+        writer(inputs, [out])
+        return [out]
+
+    return BoundNode(kernel, writer)
 
 
 def _same_shape(node: Node, describe: Callable[[tuple[int, ...]], Any],
