@@ -757,8 +757,6 @@ BINARY_REFERENCES = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply,
 @pytest.mark.parametrize("first,second", [
     ((1, 64, 40, 40), (1, 64, 40, 40)),   # a residual
     ((1, 64, 40, 40), (64, 1, 1)),        # a per-channel bias
-    ((2, 128, 256), (256,)),              # a row bias
-    ((1, 12, 128, 64), (1, 1, 1, 64)),    # an attention mask
     ((4, 96, 256), (4, 96, 1)),           # a per-row statistic
     ((1, 64, 32, 32), ()),                # a scalar
     ((1, 64, 1, 1), (1, 64, 32, 32)),     # the first operand broadcasts
@@ -777,6 +775,36 @@ def test_binary_arithmetic_is_numpy_s_bit_for_bit(op_type, first, second):
         want = BINARY_REFERENCES[op_type](a, b)
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(session.run({"x0": a, "x1": b})["op"], want)
+
+
+@pytest.mark.parametrize("first,second", [
+    ((2, 128, 256), (256,)),                   # a row bias
+    ((1, 12, 128, 64), (1, 1, 1, 64)),         # an attention mask
+    ((1, 56, 56, 32), (1, 1, 1, 32)),          # a squeeze-excite scale, channels-last
+])
+def test_a_row_broadcast_over_earlier_axes_is_left_to_the_next_engine(first, second,
+                                                                        monkeypatch):
+    """oneDNN's kernel for it is slower than torch's and NumPy's: declined when the shapes
+    are known, handed to the next engine's writer when only the run says them."""
+    from ge.engines.onednn import conv
+
+    a, b = _f32(*first), _f32(*second)
+    assert declined("Mul", [a, b], {})
+    assert not declined("Mul", [a, _f32(*first[:-1], 1)], {})  # a value per row: taken
+    handed: list[str] = []
+    original = conv._Fallback.__call__
+    monkeypatch.setattr(conv._Fallback, "__call__",
+                        lambda self, inputs, outs: (handed.append(self.node.name),
+                                                    original(self, inputs, outs)))
+    graph = ge.Graph("dynamic")
+    x = create_node("Data", [], {"shape": [-1, *first[1:]]}, "x", graph)
+    y = create_node("Data", [], {"shape": list(second)}, "y", graph)
+    graph.set_outputs([create_node("Mul", [x, y], {}, "op", graph)])
+    executable = ge.compile(graph, opt_level=0, engines=["onednn", "numpy"])
+    assert executable.engine_histogram() == {"onednn": 1}
+    got = ge.Session(executable).run({"x": a, "y": b})["op"]
+    np.testing.assert_array_equal(got, a * b)
+    assert handed == ["op"]
 
 
 @pytest.mark.parametrize("op_type", ["Add", "Sub"])
@@ -838,7 +866,7 @@ def test_a_broadcast_onednn_has_only_reference_code_for_runs_on_the_next_engine(
         original(self, inputs, outs)
 
     monkeypatch.setattr(conv._Fallback, "__call__", counting)
-    for shape, expected in (((1, 40, 40, 1), ["op"]), ((1, 1, 1, 64), [])):
+    for shape, expected in (((1, 40, 40, 1), ["op"]), ((1, 40, 1, 1), [])):
         handed.clear()
         a, b = _f32(1, 40, 40, 64), _f32(*shape)
         node = next(n for n in _graph("Sub", [a, b], {}).nodes if n.name == "op")
