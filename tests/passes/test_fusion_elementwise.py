@@ -337,3 +337,29 @@ def test_the_decomposition_exports_to_onnx_and_runs_in_onnxruntime(dtype):
     session = onnxruntime.InferenceSession(model.SerializeToString(),
                                            providers=["CPUExecutionProvider"])
     assert_close(session.run(None, feeds)[0], expected)
+
+
+def test_a_producer_broadcast_into_the_region_stays_out():
+    """A squeeze-excite gate: sigmoid of [1, 1, 1, C] scales [1, H, W, C]. Fused, the
+    loop would compute the sigmoid again for each of the H * W pixels; it stays a step of
+    its own, and the multiply and what follows it are the region."""
+    b = Builder()
+    x, s = b.data("x", [1, 8, 8, 16]), b.data("s", [1, 1, 1, 16])
+    gate = b.op("Sigmoid", s, name="gate")
+    y = b.op("Relu", b.op("Mul", x, gate), name="y")
+    graph = b.outputs(y)
+    fusion, result = fuse(graph)
+    assert ops(graph) == sorted(["Data", "Data", "Sigmoid", FUSED_ELEMENTWISE])
+    assert graph.node("gate").op_type == "Sigmoid"
+    assert len(steps_of(graph, "y")) == 2  # the multiply and the relu
+    assert any("broadcasts 64x" in reason for reason in fusion.refusals)
+    assert any("broadcasts 64x" in note for note in result.notes)
+
+
+def test_a_producer_broadcast_fewer_times_than_the_limit_joins():
+    b = Builder()
+    x, s = b.data("x", [2, 16]), b.data("s", [1, 16])
+    y = b.op("Relu", b.op("Mul", x, b.op("Sigmoid", s)), name="y")
+    graph = b.outputs(y)
+    fuse(graph)
+    assert ops(graph) == sorted(["Data", "Data", FUSED_ELEMENTWISE])
