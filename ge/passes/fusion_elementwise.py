@@ -292,7 +292,7 @@ def _broadcast_factor(producer: Node, root: Node) -> int:
             return 1
         size = 1
         for d in shape:
-            size *= d
+            size *= int(d)
         sizes.append(size)
     return sizes[1] // sizes[0] if sizes[0] else 1
 

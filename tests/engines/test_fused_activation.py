@@ -1,4 +1,4 @@
-"""The sigmoid and swish kernel on oneDNN's OpenMP threads, against float64 NumPy written
+"""The sigmoid, swish and tanh kernel on oneDNN's OpenMP threads, against float64 NumPy written
 here; and its use by the oneDNN engine, for a convolution's activation and for the
 activation ops, against the NumPy engine."""
 
@@ -27,12 +27,14 @@ def _sigmoid64(x: np.ndarray) -> np.ndarray:
 def _check(function: str, x: np.ndarray, got: np.ndarray) -> None:
     gate = _sigmoid64(x)
     want = x * gate if function == "swish" else gate
+    if function == "tanh":
+        want = np.tanh(x.astype(np.float64))
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     finite = np.isfinite(want)
     np.testing.assert_array_equal(got[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)])
     # a few units in the last place, and the tails below float32's normal range flushed
     np.testing.assert_allclose(got[finite], want[finite], rtol=2e-6, atol=1e-37 if
-                               function == "sigmoid" else 1e-30)
+                               function != "swish" else 1e-30)
 
 
 def test_the_kernel_is_available_where_numba_and_onednn_are() -> None:
@@ -70,9 +72,9 @@ def test_an_empty_array(function: str) -> None:
     activation.apply(function, x, x)
 
 
-@pytest.mark.parametrize("op_type", ["Sigmoid", "Swish"])
+@pytest.mark.parametrize("op_type", ["Sigmoid", "Swish", "Tanh"])
 @pytest.mark.parametrize("fast", [True, False])
-def test_the_onednn_engine_s_sigmoid_and_swish(op_type: str, fast: bool,
+def test_the_onednn_engine_s_sigmoid_swish_and_tanh(op_type: str, fast: bool,
                                                monkeypatch) -> None:
     """On the kernel where it is available, on oneDNN's eltwise primitive where not."""
     if not fast:
@@ -81,7 +83,7 @@ def test_the_onednn_engine_s_sigmoid_and_swish(op_type: str, fast: bool,
     apply = activation.apply
     monkeypatch.setattr(activation, "apply", lambda *args: (calls.append(args[0]),
                                                             apply(*args)))
-    x = (_f32(4, 64, 80) * 8).astype(np.float32)
+    x = (_f32(26, 64, 80) * 8).astype(np.float32)  # over oneDNN's size for Tanh (128K)
     attrs: dict[str, Any] = {"alpha": 1.0} if op_type == "Swish" else {}
     graph = _graph(op_type, [x], attrs)
     executable = ge.compile(graph, opt_level=0, engines=["onednn", "numpy"])
@@ -100,7 +102,7 @@ def test_a_swish_of_another_alpha_is_not_taken() -> None:
 
 
 @pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
-@pytest.mark.parametrize("act", ["Swish", "Sigmoid"])
+@pytest.mark.parametrize("act", ["Swish", "Sigmoid", "Tanh"])
 def test_a_convolution_s_sigmoid_or_swish_runs_after_it_on_the_kernel(layout: str, act: str,
                                                                        monkeypatch) -> None:
     calls: list[str] = []

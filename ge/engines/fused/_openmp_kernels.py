@@ -34,7 +34,7 @@ OPERANDS = 10
 # may be the source), the element count and the function's code
 SOURCE, DESTINATION, COUNT, FUNCTION = range(2, 6)
 ACTIVATION_OPERANDS = 6
-SIGMOID, SWISH = 0, 1
+SIGMOID, SWISH, TANH = 0, 1, 2
 
 _HALF_ROOT = 1.0 / math.sqrt(2.0)
 _TANH_SCALE = math.sqrt(2.0 / math.pi)
@@ -44,8 +44,9 @@ _TANH_SCALE = math.sqrt(2.0 / math.pi)
 _LOG2E = np.float32(1.4426950408889634)
 _LN2_HI = np.float32(0.693359375)
 _LN2_LO = np.float32(-2.12194440e-4)
-_T2, _T3, _T4, _T5, _T6 = (np.float32(1.0 / f) for f in (2.0, 6.0, 24.0, 120.0, 720.0))
-_ONE, _HALF, _ZERO = np.float32(1.0), np.float32(0.5), np.float32(0.0)
+_T2, _T3, _T4, _T5, _T6, _T7 = (np.float32(1.0 / f)
+                                for f in (2.0, 6.0, 24.0, 120.0, 720.0, 5040.0))
+_ONE, _TWO, _HALF, _ZERO = np.float32(1.0), np.float32(2.0), np.float32(0.5), np.float32(0.0)
 _EXP_FLOOR = np.float32(-87.0)  # exp under float32's normal range below this
 _EXPONENT_BIAS = np.float32(127.0)
 
@@ -106,9 +107,27 @@ float_of_bits: Any = _float_of_bits
 
 
 @numba.njit(inline="always", fastmath=FAST, error_model="numpy")
+def _tanh(x: Any) -> Any:
+    """tanh(x) = -m / (2 + m) for x >= 0, m = expm1(-2x) = 2^k (p + 1) - 1 with p =
+    expm1(r) a degree-7 Taylor polynomial: no cancellation near 0, where m is p."""
+    t = max(-_TWO * abs(x), _EXP_FLOOR)
+    k = np.floor(t * _LOG2E + _HALF)
+    r = (t - k * _LN2_HI) - k * _LN2_LO
+    p = r + r * r * (_T2 + r * (_T3 + r * (_T4 + r * (_T5 + r * (_T6 + r * _T7)))))
+    scale = float_of_bits(np.int32(k + _EXPONENT_BIAS) << 23)
+    m = scale * p + (scale - _ONE)
+    y = (_ZERO - m) / (_TWO + m)
+    if x != x:  # NaN stays NaN
+        y = x
+    return y if x >= _ZERO else -y
+
+
+@numba.njit(inline="always", fastmath=FAST, error_model="numpy")
 def _activated(x: Any, function: Any) -> Any:
-    """sigmoid(x), or x * sigmoid(x) for ``SWISH``: from e = exp(-|x|), sigmoid is
-    1 / (1 + e) for x >= 0 and e / (1 + e) below."""
+    """sigmoid(x), x * sigmoid(x) for ``SWISH``, tanh(x) for ``TANH``: from e =
+    exp(-|x|), sigmoid is 1 / (1 + e) for x >= 0 and e / (1 + e) below."""
+    if function == TANH:
+        return _tanh(x)
     t = max(-abs(x), _EXP_FLOOR)
     k = np.floor(t * _LOG2E + _HALF)
     r = (t - k * _LN2_HI) - k * _LN2_LO
@@ -123,7 +142,7 @@ def _activated(x: Any, function: Any) -> Any:
 
 @numba.cfunc(types.void(types.voidptr), fastmath=FAST, error_model="numpy", cache=True)
 def activation(data: Any) -> None:
-    """One thread's share of an elementwise sigmoid or swish (x * sigmoid(x)). In place,
+    """One thread's share of an elementwise sigmoid, swish (x * sigmoid(x)) or tanh. In place,
     one array is read and written: two arrays at one address would make LLVM's overlap
     check send the loop to its scalar version."""
     operands = numba.carray(integers_at(data), ACTIVATION_OPERANDS)

@@ -1,4 +1,5 @@
-"""Sigmoid and swish (SiLU) over float32 arrays, on the threads of oneDNN's OpenMP pool.
+"""Sigmoid, swish (SiLU) and tanh over float32 arrays, on the threads of oneDNN's OpenMP
+pool.
 
 EfficientNet-style and YOLO-style models put a swish after nearly every convolution.
 oneDNN runs it slowly there: as the convolution's eltwise post-op it took a 1x1
@@ -8,6 +9,9 @@ kernel takes 0.19 ms: exp(-|x|) from a Cody-Waite reduction, a degree-6 polynomi
 the exponent's bits put in place, vectorized by LLVM (numba's ``fastmath``), the array
 cut into one share per thread of a parallel region of the OpenMP runtime oneDNN runs
 on (``openmp``). Within 4e-7 of float64's sigmoid (relative), 1.3e-6 absolute on swish.
+Tanh is -m / (2 + m) with m = expm1(-2|x|) from the same reduction (a polynomial for
+expm1 of the remainder, so no cancellation near 0): within 2e-7 relative, 0.19 ms over
+1M values against oneDNN's 0.27 and NumPy's 0.40.
 
 ``available()`` is False without numba or that runtime, or with ``GE_FAST_SIGMOID=0``;
 the callers then keep oneDNN's own.
@@ -28,7 +32,7 @@ __all__ = ["FUNCTIONS", "available", "apply", "VARIABLE"]
 VARIABLE = "GE_FAST_SIGMOID"
 
 #: the functions the kernel computes
-FUNCTIONS = ("sigmoid", "swish")
+FUNCTIONS = ("sigmoid", "swish", "tanh")
 
 _local = threading.local()  # per thread: its operand array (a run may be on any thread)
 
@@ -60,7 +64,8 @@ def apply(function: str, source: np.ndarray, destination: np.ndarray) -> None:
     operands[kernels.SOURCE] = source.ctypes.data
     operands[kernels.DESTINATION] = target.ctypes.data
     operands[kernels.COUNT] = source.size
-    operands[kernels.FUNCTION] = kernels.SWISH if function == "swish" else kernels.SIGMOID
+    operands[kernels.FUNCTION] = {"sigmoid": kernels.SIGMOID, "swish": kernels.SWISH,
+                                  "tanh": kernels.TANH}[function]
     if source.size:
         found.start(int(kernels.activation.address), operands.ctypes.data)
     if target is not destination:

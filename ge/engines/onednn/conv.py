@@ -62,7 +62,7 @@ ACTIVATIONS: dict[str, Callable[[dict[str, Any]], tuple[str, float, float]]] = {
 }
 
 #: FusedConv2D's activations run after the convolution by the fused engine's kernel
-_AFTER = {"Sigmoid": "sigmoid", "Swish": "swish"}
+_AFTER = {"Sigmoid": "sigmoid", "Swish": "swish", "Tanh": "tanh"}
 
 _F32 = DataType.DT_FLOAT
 
@@ -246,8 +246,8 @@ def bind_conv(node: Node) -> BoundNode:
     out_channels, in_per_group, kh, kw = (int(d) for d in oihw.shape)
     activation = node.attrs.get("activation", "") or ""
     eltwise = ACTIVATIONS[activation](node.attrs) if activation else None
-    # a sigmoid or swish runs after the convolution, on the output in place, where the
-    # fused engine's kernel is available: oneDNN's post-op is 3-4x slower (see
+    # a sigmoid, swish or tanh runs after the convolution, on the output in place, where
+    # the fused engine's kernel is available: oneDNN's swish post-op is 3-4x slower (see
     # ``ge.engines.fused.activation``)
     after = _AFTER.get(activation) if fast_activation.available() else None
     if after is not None:

@@ -6,8 +6,9 @@ pool).
 contiguous when it is not) and the output are seen as flat vectors, which may be one
 buffer (an in-place step). Measured on a 2-core AVX-512 machine over [1, 64, 80, 80]:
 ``tanh`` 50 us against 500 us for ``torch.tanh`` and 68 us for NumPy's single-threaded
-one. ``Sigmoid`` and ``Swish`` run on the fused engine's kernel instead where it is
-available (``FAST``): 0.19 ms against oneDNN's 0.31 and 0.41 over 1.2M values. ``Log``
+one. ``Sigmoid``, ``Swish`` and ``Tanh`` run on the fused engine's kernel instead where
+it is available (``FAST``): 0.19 ms against oneDNN's 0.31, 0.41 and 0.27 over 1.2M
+values. ``Log``
 and ``Softplus`` are not taken: oneDNN's are within 4e-6 absolute, short of NumPy's
 float32 (softplus far below zero loses all its relative precision).
 
@@ -52,19 +53,23 @@ UNARY: dict[str, tuple[str, float, float]] = {
     "Swish": ("swish", 1.0, 0.0),  # alpha 1 only (SiLU)
 }
 
-#: activations the fused engine's kernel computes, 2x faster than oneDNN's (see
+#: activations the fused engine's kernel computes, 1.3-2x faster than oneDNN's (see
 #: ``ge.engines.fused.activation``): op -> the kernel's function
-FAST = {"Sigmoid": "sigmoid", "Swish": "swish"}
+FAST = {"Sigmoid": "sigmoid", "Swish": "swish", "Tanh": "tanh"}
 
 #: fewer elements than this stay with the next engine
 SMALL_ELEMENTS = 1 << 14
 
 #: ops whose NumPy ufunc stays ahead to larger sizes: ``tanh`` over 64k values takes
-#: 36 us against oneDNN's 48 (both threads), over 256k 103 against 85
+#: 36 us against oneDNN's 48 (both threads), over 256k 103 against 85; the fused
+#: engine's kernel, where available, overtakes NumPy from 32k values (``FAST_SMALL``)
 SMALL_BY_OP = {"Tanh": 1 << 17}
+FAST_SMALL = {"Tanh": 1 << 15}
 
 
 def _small(node: Node) -> int:
+    if node.op_type in FAST_SMALL and fast_activation.available():
+        return FAST_SMALL[node.op_type]
     return SMALL_BY_OP.get(node.op_type, SMALL_ELEMENTS)
 
 
