@@ -264,9 +264,39 @@ def test_a_session_told_not_to_or_with_nothing_to_fold_keeps_one_plan():
     assert session.shape_specializations == {}
     static = ge.Session(ge.compile(two_input_graph((3, 4), (3, 4))))
     assert not static.specialize
-    # dynamic, but nothing is computed from the shapes: the plan has nothing to fold
-    assert not ge.Session(ge.compile(two_input_graph())).specialize
     assert ge.Session(executable).specialize
+
+
+@pytest.mark.parametrize("limit", ["none", "arena", "constants"])
+def test_a_small_run_repeated_gets_a_plan_of_its_own(limit, monkeypatch):
+    """Nothing is computed from the shapes, but the run is small: its shapes repeated
+    get a static plan (each small op's engine settled when compiling). A run whose arena
+    or whose graph's constants are over the limits keeps the dynamic plan."""
+    import ge.session as session_module
+
+    if limit == "arena":
+        monkeypatch.setattr(session_module, "SMALL_RUN_BYTES", 8)
+    elif limit == "constants":
+        monkeypatch.setattr(session_module, "SMALL_RUN_CONSTANTS", 8)
+    graph = two_input_graph()
+    create_node("Const", [], {"value": ge.Tensor(np.ones(4, np.float32))}, "c", graph)
+    add = graph.outputs[1].producer  # the Mul, now plus a constant
+    graph.set_outputs([graph.outputs[0], create_node("Add", [add, graph.node("c")], {},
+                                                      "plus", graph)])
+    session = ge.Session(ge.compile(graph))
+    assert session.specialize
+    a, b = np.random.rand(3, 4).astype(np.float32), np.random.rand(3, 4).astype(np.float32)
+    for _ in range(4):
+        result = session.run({"a": a, "b": b})
+        np.testing.assert_allclose(result["out"], np.exp(a * b) + a, rtol=1e-6)
+        np.testing.assert_allclose(result["plus"], a * b + 1, rtol=1e-6)
+    plans = session.shape_specializations
+    if limit != "none":
+        assert plans == {}
+        return
+    (shapes, executable), = plans.items()
+    assert shapes == "a [3,4], b [3,4]"
+    assert all(spec.desc.is_static for spec in executable.inputs)
 
 
 def test_a_specialization_that_fails_to_compile_warns_and_keeps_the_dynamic_plan(monkeypatch):
