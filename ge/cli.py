@@ -223,10 +223,11 @@ def _cmd_run(args: argparse.Namespace) -> None:
 
         if tuning.table():
             print(tuning.table())
-        from ge.engines.fused import gemv
+        from ge.engines.fused import activation, gemv
 
-        if gemv.table():
-            print(gemv.table())
+        for table in (gemv.table(), activation.table()):
+            if table:
+                print(table)
         if args.trace:
             profile.save(args.trace)
             print(f"wrote the Chrome trace to {args.trace} (open it in ui.perfetto.dev)")

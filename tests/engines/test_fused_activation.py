@@ -130,3 +130,4 @@ def test_a_convolution_s_sigmoid_or_swish_runs_after_it_on_the_kernel(layout: st
         np.testing.assert_allclose(session.run(feed)["op"], reference.run(feed)["op"],
                                    rtol=1e-5, atol=2e-5)
     assert calls == [act.lower()] * 2
+    assert f"'op': {act.lower()} after the convolution" in activation.table()

@@ -207,6 +207,7 @@ def test_ge_run_profile_lists_the_kernels_it_chose(tune_every_conv, tmp_path, ca
     assert main(["run", str(model), "--profile", "--top", "2"]) == 0
     out = capsys.readouterr().out
     assert "oneDNN kernels timed at the first run" in out
+    assert "single rows on GE's matrix-vector kernel" in out  # the classifier at batch 1
     for choice in tuning.choices():
         assert f"{choice.what}: {choice.chosen}" in out
 

@@ -14,7 +14,8 @@ expm1 of the remainder, so no cancellation near 0): within 2e-7 relative, 0.19 m
 1M values against oneDNN's 0.27 and NumPy's 0.40.
 
 ``available()`` is False without numba or that runtime, or with ``GE_FAST_SIGMOID=0``;
-the callers then keep oneDNN's own.
+the callers then keep oneDNN's own. The nodes bound to run on it are listed by
+``table()`` (``ge run --profile`` prints it).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy as np
 
 from ge.engines.fused import openmp
 
-__all__ = ["FUNCTIONS", "available", "apply", "VARIABLE"]
+__all__ = ["FUNCTIONS", "available", "apply", "record", "table", "VARIABLE"]
 
 #: the environment variable that keeps sigmoid and swish on oneDNN ("0")
 VARIABLE = "GE_FAST_SIGMOID"
@@ -35,6 +36,24 @@ VARIABLE = "GE_FAST_SIGMOID"
 FUNCTIONS = ("sigmoid", "swish", "tanh")
 
 _local = threading.local()  # per thread: its operand array (a run may be on any thread)
+_lock = threading.Lock()
+_bound: list[str] = []  # the nodes bound to run on the kernel, in order
+
+
+def record(what: str) -> None:
+    """Note that ``what`` (a node and its function) was bound to run on the kernel."""
+    with _lock:
+        _bound.append(what)
+
+
+def table() -> str:
+    """The nodes bound to run on the kernel so far, one line each ("" for none)."""
+    with _lock:
+        bound = list(_bound)
+    if not bound:
+        return ""
+    return "\n".join([f"activations on GE's sigmoid/swish/tanh kernel ({len(bound)} nodes; "
+                      f"{VARIABLE}=0 keeps them on oneDNN):"] + [f"  {what}" for what in bound])
 
 
 def available() -> bool:

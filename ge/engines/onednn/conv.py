@@ -252,6 +252,7 @@ def bind_conv(node: Node) -> BoundNode:
     after = _AFTER.get(activation) if fast_activation.available() else None
     if after is not None:
         eltwise = None
+        fast_activation.record(f"{node.op_type} {node.name!r}: {after} after the convolution")
     has_residual = len(node.inputs) > 3 and node.inputs[3] is not None
     nhwc = node.attrs["data_format"] is Format.NHWC
     axes = _NCHW_OF_NHWC if nhwc else (0, 1, 2, 3)

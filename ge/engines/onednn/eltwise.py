@@ -109,6 +109,7 @@ def _fast(node: Node, function: str) -> BoundNode:
     engine's writer on smaller ones."""
     fallback = _Fallback(node)
     small = _small(node)
+    fast_activation.record(f"{node.op_type} {node.name!r}")
 
     def writer(inputs: Sequence[Optional[np.ndarray]], outs: Sequence[np.ndarray]) -> None:
         x, out = inputs[0], outs[0]
