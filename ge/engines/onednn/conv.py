@@ -40,7 +40,7 @@ import numpy as np
 
 from ge.engines.base import BoundNode
 from ge.engines.fused import activation as fast_activation
-from ge.engines.onednn import _lib, tuning
+from ge.engines.onednn import _lib, tuning, winograd
 from ge.errors import ExecutionError, UnsupportedOpError
 from ge.ir import DataType, Format, Node
 from ge.ops.nn import resolve_window
@@ -237,6 +237,38 @@ def _same_bits_either_way(x: np.ndarray, residual: np.ndarray, in_place: bool,
     return agrees
 
 
+def _dense_channels_last(a: np.ndarray) -> bool:
+    """Whether logical NCHW array ``a`` lies in memory as a dense NHWC array."""
+    return a.transpose(0, 2, 3, 1).flags.c_contiguous
+
+
+def _own_kernels(oihw: np.ndarray, bias: Optional[np.ndarray], x: np.ndarray, out: np.ndarray,
+                 axes: Sequence[int], window: Window, begin: Sequence[int],
+                 end: Sequence[int], eltwise: Optional[tuple[str, float, float]],
+                 residual: bool, groups: int) -> tuple[tuning.Own, ...]:
+    """GE's own kernels for a convolution, candidates beside oneDNN's (``tuning.Own``):
+    the Winograd F(4x4, 3x3) kernel where it applies to the convolution and its arrays
+    are dense channels-last (``x`` and ``out``, seen in NCHW order through ``axes``)."""
+    if groups != 1 or not winograd.available():
+        return ()
+    shape = [out.shape[a] for a in axes]
+    if not winograd.applies(oihw.shape, window.strides, window.dilations, begin, end, eltwise,
+                            residual, winograd.tiles(shape[0], shape[2], shape[3])):
+        return ()
+    if not (_dense_channels_last(x.transpose(axes)) and _dense_channels_last(out.transpose(axes))):
+        return ()
+    batch, channels, height, width = (x.shape[a] for a in axes)
+
+    def make() -> winograd.Winograd:
+        return winograd.Winograd(oihw, bias, (batch, height, width, channels), begin, end,
+                                 eltwise)
+
+    def check(kernel: Any, reference: Any) -> bool:
+        return winograd.agrees(kernel, reference, x, out)
+
+    return (tuning.Own(winograd.NAME, make, check),)
+
+
 def bind_conv(node: Node) -> BoundNode:
     oihw = _filter_oihw(node)
     bias_data = _const(node, 2)
@@ -334,8 +366,10 @@ def bind_conv(node: Node) -> BoundNode:
                 signature = (f"{'NHWC' if last else 'NCHW'} {logical} * {weight_dims} "
                              f"stride {list(window.strides)}{added}"
                              f"{' ' + eltwise[0] if eltwise else ''}")
+                own = _own_kernels(oihw, bias, x, out, axes, window, begin, end, eltwise,
+                                   residual is not None, groups)
                 return tuning.fastest(create, build, run, key, signature, weights.forget,
-                                      agrees)
+                                      agrees, own)
             pd = create()
         except UnsupportedOpError:
             return None

@@ -19,7 +19,10 @@ its first run, on that run's own input, and keeps the fastest:
   the node's own output and the residual it may hold are untouched;
 - for a convolution that adds a residual, a candidate that computes other bits with the
   residual summed in place than read where it lies is left out (oneDNN 3.2's
-  ``jit:avx2`` is one).
+  ``jit:avx2`` is one);
+- kernels of GE's own for the operation (``Own``: the Winograd convolution of
+  ``winograd``) are candidates too, each kept only where its own check of its result
+  against oneDNN's first candidate, on the first run's input, holds.
 
 Different kernels round differently, so a choice is one per convolution signature
 (shapes, window, bias, activation, whether a residual is added), whatever else differs:
@@ -53,8 +56,8 @@ from ge.engines.onednn import _lib
 from ge.errors import GEError
 from ge.runtime.threads import cpu_model
 
-__all__ = ["Choice", "choices", "enabled", "fastest", "build_named", "forget_choices", "cache_file",
-           "table", "VARIABLE", "CACHE_VARIABLE"]
+__all__ = ["Choice", "Own", "choices", "enabled", "fastest", "build_named", "forget_choices",
+           "cache_file", "table", "VARIABLE", "CACHE_VARIABLE"]
 
 #: the environment variable that turns timing off ("0")
 VARIABLE = "GE_ONEDNN_TUNE"
@@ -66,8 +69,8 @@ MIN_FLOPS = 50e6
 MAX_CANDIDATES = 6
 _LEFT_OUT = ("ref", "gemm", "sse41")
 #: the timing procedure's version, part of a choice's key in the machine's file: a choice
-#: made by an earlier procedure is timed again
-PROCEDURE = 2
+#: made by an earlier procedure is timed again (3: GE's own kernels are candidates too)
+PROCEDURE = 3
 
 
 @dataclass(frozen=True)
@@ -163,10 +166,24 @@ def _store(key: Hashable, name: str) -> None:
         pass
 
 
+@dataclass(frozen=True)
+class Own:
+    """A kernel of GE's own for the operation, a candidate beside oneDNN's: ``make()``
+    returns it (an object with ``impl``, its name, and ``run_arrays`` like a primitive's),
+    or raises ``GEError`` where it cannot; ``check(kernel, reference)`` says whether it
+    computes what oneDNN's first candidate does (on the first run's input), and a
+    kernel for which it is False is left out."""
+
+    name: str
+    make: Callable[[], Any]
+    check: Callable[[Any, Any], bool]
+
+
 def fastest(create: Callable[[], Any], build: Callable[[Any], tuple[_lib.Primitive, Any]],
-            run: Callable[[_lib.Primitive], None], key: Hashable, what: str,
+            run: Callable[[Any], None], key: Hashable, what: str,
             discard: Callable[[Any], None],
-            agrees: Optional[Callable[[str, _lib.Primitive], bool]] = None) -> _lib.Primitive:
+            agrees: Optional[Callable[[str, _lib.Primitive], bool]] = None,
+            own: tuple[Own, ...] = ()) -> Any:
     """The primitive of the fastest implementation of an operation.
 
     ``create()`` makes a primitive descriptor of the operation (at oneDNN's first pick);
@@ -174,21 +191,37 @@ def fastest(create: Callable[[], Any], build: Callable[[Any], tuple[_lib.Primiti
     for what it made for it alone (a packed filter) or None; ``run(primitive)`` runs it
     once on scratch outputs; ``discard(token)`` frees a candidate's token when it is not
     kept; ``agrees(name, primitive)``, when given, leaves out a candidate for which it
-    is False. A signature (``key``) chosen before, in this process or in the machine's
-    file, builds its kernel untimed."""
+    is False; ``own`` are GE's kernels for the operation, timed beside oneDNN's. A
+    signature (``key``) chosen before, in this process or in the machine's file, builds
+    its kernel untimed."""
+    mine = {kernel.name: kernel for kernel in own}
     with _lock:
         known = _choices.get(key)
     if known is not None:
+        if known.chosen in mine:
+            return mine[known.chosen].make()
         return build_named(create, build, known.chosen)[0]
     stored = _read(cache_file()).get(_file_key(key))
-    if stored is not None:
+    if stored is not None and stored in mine:
+        try:
+            kernel = mine[stored].make()
+        except GEError:
+            kernel = None
+        if kernel is not None:
+            pd = create()
+            first = _lib.impl_name(pd)
+            _lib.destroy(pd)
+            with _lock:
+                _choices.setdefault(key, Choice(what, stored, first, (), timed=False))
+            return kernel
+    elif stored is not None:
         primitive, first = build_named(create, build, stored)
         if primitive.impl == stored:
             with _lock:
                 _choices.setdefault(key, Choice(what, stored, first, (), timed=False))
             return primitive
     pd = create()
-    candidates: list[tuple[str, _lib.Primitive, Any]] = []
+    candidates: list[tuple[str, Any, Any]] = []
     try:
         first = _lib.impl_name(pd)
         seen: set[str] = set()
@@ -211,6 +244,14 @@ def fastest(create: Callable[[], Any], build: Callable[[Any], tuple[_lib.Primiti
         _lib.destroy(pd)
     if not candidates:  # only kernels left out: oneDNN's first pick, untimed
         return build_named(create, build, first)[0]
+    reference = candidates[0][1]
+    for kernel in own:
+        try:
+            made = kernel.make()
+        except GEError:  # not for this operation after all
+            continue
+        if kernel.check(made, reference):
+            candidates.append((kernel.name, made, None))
     for _name, primitive, _token in candidates:
         # untimed: a first run pays what none after it does (the scratch output's and
         # the kernel's scratchpad's pages touched for the first time)
