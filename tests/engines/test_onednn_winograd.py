@@ -23,10 +23,10 @@ EXACT = 1e-5
 
 
 def _direct(x: np.ndarray, oihw: np.ndarray, bias: Optional[np.ndarray],
-            pads: tuple[int, int, int, int], activation: Optional[tuple[str, float, float]]
-            ) -> np.ndarray:
+            pads: tuple[int, int, int, int], activation: Optional[tuple[str, float, float]],
+            residual: Optional[np.ndarray] = None) -> np.ndarray:
     """The convolution of NHWC ``x`` by a [K, C, 3, 3] filter, summed tap by tap in
-    float64 (pads: top, left, bottom, right)."""
+    float64 (pads: top, left, bottom, right), plus a residual, then the activation."""
     top, left, bottom, right = pads
     padded = np.pad(x.astype(np.float64), ((0, 0), (top, bottom), (left, right), (0, 0)))
     rows, cols = padded.shape[1] - 2, padded.shape[2] - 2
@@ -36,6 +36,8 @@ def _direct(x: np.ndarray, oihw: np.ndarray, bias: Optional[np.ndarray],
             out += padded[:, i:i + rows, j:j + cols, :] @ oihw[:, :, i, j].T.astype(np.float64)
     if bias is not None:
         out += bias
+    if residual is not None:
+        out += residual
     if activation is not None:
         name, alpha, beta = activation
         out = np.where(out > 0, out, alpha * out) if name == "relu" else np.clip(out, alpha,
@@ -44,11 +46,15 @@ def _direct(x: np.ndarray, oihw: np.ndarray, bias: Optional[np.ndarray],
 
 
 def _kernel(x: np.ndarray, oihw: np.ndarray, bias: Optional[np.ndarray],
-            pads: tuple[int, int, int, int], activation: Optional[tuple[str, float, float]]
+            pads: tuple[int, int, int, int], activation: Optional[tuple[str, float, float]],
+            residual: Optional[np.ndarray] = None, in_place: bool = False
             ) -> tuple[winograd.Winograd, np.ndarray]:
-    kernel = winograd.Winograd(oihw, bias, x.shape, pads[:2], pads[2:], activation)
+    form = "" if residual is None else "in place" if in_place else "apart"
+    kernel = winograd.Winograd(oihw, bias, x.shape, pads[:2], pads[2:], activation, form)
     out = np.full(kernel.output_shape, np.nan, np.float32)
-    kernel.run_arrays((x, out))
+    if in_place:
+        out[...] = residual
+    kernel.run_arrays((x, out) if form != "apart" else (x, out, residual))
     return kernel, out
 
 
@@ -78,6 +84,23 @@ def test_the_kernel_computes_the_direct_convolution(batch, height, width, channe
     again = np.empty_like(out)
     kernel.run_arrays((x, again))
     np.testing.assert_array_equal(again, out)
+
+
+@pytest.mark.parametrize("height,width", [(8, 12), (10, 7)])  # whole tiles; tiles past the edge
+def test_a_residual_summed_in_place_or_read_apart_gives_the_same_bits(height, width):
+    """The memory plan may put the output over the residual: either way the kernel adds
+    it before the activation, and computes the same bits."""
+    x = RNG.standard_normal((2, height, width, 6)).astype(np.float32)
+    oihw = RNG.standard_normal((10, 6, 3, 3)).astype(np.float32) * 0.2
+    b = RNG.standard_normal(10).astype(np.float32)
+    residual = RNG.standard_normal((2, height, width, 10)).astype(np.float32)
+    relu = ("relu", 0.0, 0.0)
+    _, apart = _kernel(x, oihw, b, (1, 1, 1, 1), relu, residual)
+    _, in_place = _kernel(x, oihw, b, (1, 1, 1, 1), relu, residual, in_place=True)
+    np.testing.assert_array_equal(in_place, apart)
+    assert rel_err(apart, _direct(x, oihw, b, (1, 1, 1, 1), relu, residual)) < EXACT
+    with pytest.raises(ValueError, match="residual"):
+        winograd.Winograd(oihw, b, x.shape, (1, 1), (1, 1), relu, "beside")
 
 
 def test_a_run_in_many_chunks_computes_what_one_chunk_does(monkeypatch):
@@ -117,7 +140,6 @@ def test_an_array_in_another_layout_is_refused():
     ({"weight_dims": (8, 8, 5, 5)}, False),
     ({"strides": (2, 2)}, False),
     ({"dilations": (2, 2)}, False),
-    ({"residual": True}, False),
     ({"eltwise": ("swish", 1.0, 0.0)}, False),
     ({"eltwise": ("clip", 0.0, 6.0)}, True),
     ({"begin": (-1, 0)}, False),
@@ -126,8 +148,7 @@ def test_an_array_in_another_layout_is_refused():
 def test_what_the_kernel_takes(change, applies):
     args: dict[str, Any] = {"weight_dims": (8, 8, 3, 3), "strides": (1, 1),
                             "dilations": (1, 1), "begin": (1, 1), "end": (1, 1),
-                            "eltwise": ("relu", 0.0, 0.0), "residual": False,
-                            "tile_count": winograd.MIN_TILES}
+                            "eltwise": ("relu", 0.0, 0.0), "tile_count": winograd.MIN_TILES}
     args.update(change)
     assert winograd.applies(**args) is applies
 
@@ -148,11 +169,15 @@ def test_a_kernel_off_by_more_than_the_tolerance_disagrees():
     kernel, out = _kernel(x, RNG.standard_normal((4, 4, 3, 3)).astype(np.float32), None,
                           (1, 1, 1, 1), None)
     scale = float(np.max(np.abs(out)))
-    assert winograd.agrees(kernel, kernel, x, out)
-    assert winograd.agrees(_Shifted(kernel, scale * winograd.TOLERANCE / 4), kernel, x, out)
-    assert not winograd.agrees(_Shifted(kernel, scale * winograd.TOLERANCE * 4), kernel, x,
-                               out)
-    assert not winograd.agrees(_Shifted(kernel, float("nan")), kernel, x, out)
+
+    def arrays() -> tuple[np.ndarray, ...]:
+        return x, np.empty_like(out)
+
+    assert winograd.agrees(kernel, kernel, arrays)
+    assert winograd.agrees(_Shifted(kernel, scale * winograd.TOLERANCE / 4), kernel, arrays)
+    assert not winograd.agrees(_Shifted(kernel, scale * winograd.TOLERANCE * 4), kernel,
+                               arrays)
+    assert not winograd.agrees(_Shifted(kernel, float("nan")), kernel, arrays)
 
 
 @pytest.fixture

@@ -41,10 +41,16 @@ INPUT_OPERANDS = 15
 # the output transform's operands: the product's address (``[36, count, K]``), the
 # output's address and its H, W, K; the tiles down and across; the chunk's first tile and
 # its tile count; the bias (0: none); the activation's code and its two parameters (as
-# float32 bits); the buffers' address (41 * K floats a thread)
+# float32 bits); the buffers' address (41 * K floats a thread); the residual's mode and
+# address (an NHWC array of the output's shape)
 (OUT_M, OUT_Y, OUT_HEIGHT, OUT_WIDTH, OUT_CHANNELS, OUT_TILES_DOWN, OUT_TILES_ACROSS,
- OUT_FIRST, OUT_COUNT, OUT_BIAS, OUT_ACTIVATION, OUT_ALPHA, OUT_BETA, OUT_BLOCK) = range(2, 16)
-OUTPUT_OPERANDS = 16
+ OUT_FIRST, OUT_COUNT, OUT_BIAS, OUT_ACTIVATION, OUT_ALPHA, OUT_BETA, OUT_BLOCK,
+ OUT_RESIDUAL_MODE, OUT_RESIDUAL) = range(2, 18)
+OUTPUT_OPERANDS = 18
+
+#: where the output transform finds a residual to add before the activation: none, in
+#: the output's own bytes (the memory plan put the output over it), or at its own address
+NO_RESIDUAL, IN_PLACE, APART = 0, 1, 2
 
 #: the activations the output transform applies: y, max(y, 0) + alpha * min(y, 0),
 #: min(max(y, alpha), beta)
@@ -156,19 +162,40 @@ def _at_line(source: Any, source_step: Any, dest: Any, dest_step: Any, channels:
 
 
 @numba.njit(inline="always", fastmath=FAST, error_model="numpy")
-def _at_row(source: Any, dest: Any, bias: Any, code: Any, alpha: Any, beta: Any,
-            channels: Any) -> None:
+def _at_row(source: Any, dest: Any, residual: Any, mode: Any, bias: Any, code: Any,
+            alpha: Any, beta: Any, channels: Any) -> None:
     """A^T along one row of six, into four pixels' channels (``dest``, a pixel apart),
-    plus the bias, through the activation."""
+    plus the bias and, by ``mode``, no residual (``NO_RESIDUAL``), the one ``dest`` holds
+    (``IN_PLACE``) or the one at ``residual`` (``APART``), through the activation. Each
+    mode its own loop: a residual read at the address written would send the loop to
+    LLVM's scalar version."""
     s = numba.carray(floats_at(source), (6, channels))
     d = numba.carray(floats_at(dest), (4, channels))
-    for c in range(channels):
-        y0, y1, y2, y3 = _at(s[0, c], s[1, c], s[2, c], s[3, c], s[4, c], s[5, c])
-        b = bias[c]
-        d[0, c] = _activate(y0 + b, code, alpha, beta)
-        d[1, c] = _activate(y1 + b, code, alpha, beta)
-        d[2, c] = _activate(y2 + b, code, alpha, beta)
-        d[3, c] = _activate(y3 + b, code, alpha, beta)
+    if mode == IN_PLACE:
+        for c in range(channels):
+            y0, y1, y2, y3 = _at(s[0, c], s[1, c], s[2, c], s[3, c], s[4, c], s[5, c])
+            b = bias[c]
+            d[0, c] = _activate(y0 + b + d[0, c], code, alpha, beta)
+            d[1, c] = _activate(y1 + b + d[1, c], code, alpha, beta)
+            d[2, c] = _activate(y2 + b + d[2, c], code, alpha, beta)
+            d[3, c] = _activate(y3 + b + d[3, c], code, alpha, beta)
+    elif mode == APART:
+        r = numba.carray(floats_at(residual), (4, channels))
+        for c in range(channels):
+            y0, y1, y2, y3 = _at(s[0, c], s[1, c], s[2, c], s[3, c], s[4, c], s[5, c])
+            b = bias[c]
+            d[0, c] = _activate(y0 + b + r[0, c], code, alpha, beta)
+            d[1, c] = _activate(y1 + b + r[1, c], code, alpha, beta)
+            d[2, c] = _activate(y2 + b + r[2, c], code, alpha, beta)
+            d[3, c] = _activate(y3 + b + r[3, c], code, alpha, beta)
+    else:
+        for c in range(channels):
+            y0, y1, y2, y3 = _at(s[0, c], s[1, c], s[2, c], s[3, c], s[4, c], s[5, c])
+            b = bias[c]
+            d[0, c] = _activate(y0 + b, code, alpha, beta)
+            d[1, c] = _activate(y1 + b, code, alpha, beta)
+            d[2, c] = _activate(y2 + b, code, alpha, beta)
+            d[3, c] = _activate(y3 + b, code, alpha, beta)
 
 
 @numba.cfunc(types.void(types.voidptr), fastmath=FAST, error_model="numpy", cache=True)
@@ -180,6 +207,7 @@ def output_transform(data: Any) -> None:
     down, across = operands[OUT_TILES_DOWN], operands[OUT_TILES_ACROSS]
     first, count = operands[OUT_FIRST], operands[OUT_COUNT]
     code = operands[OUT_ACTIVATION]
+    mode, residual_at = operands[OUT_RESIDUAL_MODE], operands[OUT_RESIDUAL]
     alpha = float_of_bits(np.int32(operands[OUT_ALPHA]))
     beta = float_of_bits(np.int32(operands[OUT_BETA]))
     threads, me = call_int(operands[THREAD_COUNT]), call_int(operands[THREAD_NUMBER])
@@ -203,16 +231,29 @@ def output_transform(data: Any) -> None:
         origin = operands[OUT_Y] + (image * height + y0) * row_bytes + 4 * x0 * channels
         whole = y0 + 4 <= height and x0 + 4 <= width
         at, step = (origin, row_bytes) if whole else (block_at, 4 * 4 * channels)
+        beside = residual_at + (image * height + y0) * row_bytes + 4 * x0 * channels
         for j in range(6):  # down the columns: A^T m
             _at_line(m_at + 4 * (j * count + t) * channels, 6 * count * channels,
                      work_at + 4 * j * channels, 6 * channels, channels)
         for i in range(4):  # along the rows: (A^T m) A, into the output
-            _at_row(work_at + 4 * i * 6 * channels, at + i * step, bias, code, alpha, beta,
-                    channels)
+            if whole:
+                _at_row(work_at + 4 * i * 6 * channels, at + i * step,
+                        beside + i * row_bytes, mode, bias, code, alpha, beta, channels)
+            else:  # the residual and the activation when copied out
+                _at_row(work_at + 4 * i * 6 * channels, at + i * step, 0, NO_RESIDUAL, bias,
+                        NONE, alpha, beta, channels)
         if not whole:  # the part of the block inside the output
             for i in range(min(4, height - y0)):
                 for j in range(min(4, width - x0)):
-                    pixel = numba.carray(floats_at(origin + i * row_bytes + 4 * j * channels),
-                                         channels)
-                    for c in range(channels):
-                        pixel[c] = block[i, j, c]
+                    offset = i * row_bytes + 4 * j * channels
+                    pixel = numba.carray(floats_at(origin + offset), channels)
+                    if mode == IN_PLACE:
+                        for c in range(channels):
+                            pixel[c] = _activate(block[i, j, c] + pixel[c], code, alpha, beta)
+                    elif mode == APART:
+                        other = numba.carray(floats_at(beside + offset), channels)
+                        for c in range(channels):
+                            pixel[c] = _activate(block[i, j, c] + other[c], code, alpha, beta)
+                    else:
+                        for c in range(channels):
+                            pixel[c] = _activate(block[i, j, c], code, alpha, beta)

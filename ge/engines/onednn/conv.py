@@ -243,28 +243,38 @@ def _dense_channels_last(a: np.ndarray) -> bool:
 
 
 def _own_kernels(oihw: np.ndarray, bias: Optional[np.ndarray], x: np.ndarray, out: np.ndarray,
-                 axes: Sequence[int], window: Window, begin: Sequence[int],
-                 end: Sequence[int], eltwise: Optional[tuple[str, float, float]],
-                 residual: bool, groups: int) -> tuple[tuning.Own, ...]:
+                 residual: Optional[np.ndarray], in_place: bool, axes: Sequence[int],
+                 window: Window, begin: Sequence[int], end: Sequence[int],
+                 eltwise: Optional[tuple[str, float, float]], groups: int
+                 ) -> tuple[tuning.Own, ...]:
     """GE's own kernels for a convolution, candidates beside oneDNN's (``tuning.Own``):
     the Winograd F(4x4, 3x3) kernel where it applies to the convolution and its arrays
-    are dense channels-last (``x`` and ``out``, seen in NCHW order through ``axes``)."""
+    are dense channels-last (``x``, ``out`` and ``residual``, seen in NCHW order through
+    ``axes``). ``in_place``: the residual is summed where ``out`` holds it."""
     if groups != 1 or not winograd.available():
         return ()
     shape = [out.shape[a] for a in axes]
     if not winograd.applies(oihw.shape, window.strides, window.dilations, begin, end, eltwise,
-                            residual, winograd.tiles(shape[0], shape[2], shape[3])):
+                            winograd.tiles(shape[0], shape[2], shape[3])):
         return ()
-    if not (_dense_channels_last(x.transpose(axes)) and _dense_channels_last(out.transpose(axes))):
+    arrays = [a for a in (x, out, None if in_place else residual) if a is not None]
+    if not all(_dense_channels_last(a.transpose(axes)) for a in arrays):
         return ()
     batch, channels, height, width = (x.shape[a] for a in axes)
+    form = "" if residual is None else "in place" if in_place else "apart"
 
     def make() -> winograd.Winograd:
         return winograd.Winograd(oihw, bias, (batch, height, width, channels), begin, end,
-                                 eltwise)
+                                 eltwise, form)
+
+    def fresh() -> tuple[np.ndarray, ...]:
+        """The operands of one checking run: an output that starts as the residual when
+        it is summed in place (the bytes the output has now)."""
+        start = np.array(out) if in_place else np.empty_like(out)
+        return (x, start) if form != "apart" else (x, start, residual)
 
     def check(kernel: Any, reference: Any) -> bool:
-        return winograd.agrees(kernel, reference, x, out)
+        return winograd.agrees(kernel, reference, fresh)
 
     return (tuning.Own(winograd.NAME, make, check),)
 
@@ -366,8 +376,8 @@ def bind_conv(node: Node) -> BoundNode:
                 signature = (f"{'NHWC' if last else 'NCHW'} {logical} * {weight_dims} "
                              f"stride {list(window.strides)}{added}"
                              f"{' ' + eltwise[0] if eltwise else ''}")
-                own = _own_kernels(oihw, bias, x, out, axes, window, begin, end, eltwise,
-                                   residual is not None, groups)
+                own = _own_kernels(oihw, bias, x, out, residual, in_place, axes, window,
+                                   begin, end, eltwise, groups)
                 return tuning.fastest(create, build, run, key, signature, weights.forget,
                                       agrees, own)
             pd = create()

@@ -6,8 +6,9 @@ A direct 3x3 convolution spends 9 multiply-adds per output and input channel; F(
 channel), one batched matrix product per each of the 36 positions multiplies the tiles'
 channels by the filter transformed once at bind (``G g G^T``, ``[36, C, K]``, packed for
 the product's kernel), and each 6x6 block of the product becomes its 4x4 outputs
-``A^T m A``, plus the bias, through a ReLU, leaky ReLU or clip, written into the node's
-slot of the arena. The transforms are numba kernels on oneDNN's OpenMP threads
+``A^T m A``, plus the bias and a residual (summed where the output's bytes hold it, or
+read where it lies), through a ReLU, leaky ReLU or clip, written into the node's slot of
+the arena. The transforms are numba kernels on oneDNN's OpenMP threads
 (``ge.engines.fused._winograd_kernels``), the product is oneDNN's matmul primitive.
 
 The tiles run in chunks of about ``CHUNK_FLOATS`` transformed values, so that a chunk's
@@ -30,7 +31,8 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Optional
 
 import numpy as np
 
@@ -95,13 +97,13 @@ def tiles(batch: int, out_height: int, out_width: int) -> int:
 
 def applies(weight_dims: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
             begin: Sequence[int], end: Sequence[int], eltwise: Optional[tuple[str, float, float]],
-            residual: bool, tile_count: int) -> bool:
+            tile_count: int) -> bool:
     """Whether a convolution (dense: no groups) is one this kernel computes and may win:
-    a 3x3 filter, stride and dilation 1, no negative padding, no residual, no activation
-    or one of ReLU, leaky ReLU and clip, and ``MIN_TILES`` tiles or more."""
+    a 3x3 filter, stride and dilation 1, no negative padding, no activation or one of
+    ReLU, leaky ReLU and clip, and ``MIN_TILES`` tiles or more."""
     return (len(weight_dims) == 4 and tuple(weight_dims[2:]) == (3, 3)
             and tuple(strides) == (1, 1) and tuple(dilations) == (1, 1)
-            and all(p >= 0 for p in (*begin, *end)) and not residual
+            and all(p >= 0 for p in (*begin, *end))
             and tile_count >= MIN_TILES
             and (eltwise is None or eltwise[0] in _ACTIVATIONS))
 
@@ -132,15 +134,23 @@ class _Chunk:
         self.tiles = tiles
 
 
+#: how a convolution adds its residual: none, the one the output's bytes hold (the memory
+#: plan put the output over it), or one read where it lies
+RESIDUALS = ("", "in place", "apart")
+
+
 class Winograd:
     """A 3x3 convolution of one NHWC input shape as F(4x4, 3x3), run like a primitive:
-    ``run_arrays((x, out))``. ``impl`` is ``NAME``."""
+    ``run_arrays((x, out))``, or ``run_arrays((x, out, residual))`` for a residual read
+    ``"apart"``; the residual is added before the activation. ``impl`` is ``NAME``."""
 
     impl = NAME
 
     def __init__(self, oihw: np.ndarray, bias: Optional[np.ndarray], shape: Sequence[int],
                  begin: Sequence[int], end: Sequence[int],
-                 eltwise: Optional[tuple[str, float, float]]) -> None:
+                 eltwise: Optional[tuple[str, float, float]], residual: str = "") -> None:
+        if residual not in RESIDUALS:
+            raise ValueError(f"residual {residual!r} is none of {RESIDUALS}")
         from ge.engines.fused import openmp
 
         found = openmp.runtime()
@@ -193,6 +203,9 @@ class Winograd:
             out_height, out_width, out_channels, down, across,
             0 if self._bias is None else self._bias.ctypes.data, code, _bits(alpha),
             _bits(beta))
+        self._apart = residual == "apart"
+        self._out[k.OUT_RESIDUAL_MODE] = {"": k.NO_RESIDUAL, "in place": k.IN_PLACE,
+                                          "apart": k.APART}[residual]
         self._channels, self._out_channels = channels, out_channels
         self._lock = threading.Lock()
         self.input_shape = (batch, height, width, channels)
@@ -230,6 +243,9 @@ class Winograd:
         k, start = self._k, self._runtime.start
         self._dense(x, self.input_shape)
         self._dense(out, self.output_shape)
+        if self._apart:
+            self._dense(arrays[2], self.output_shape)
+            self._out[k.OUT_RESIDUAL] = arrays[2].ctypes.data
         with self._lock:
             if self._threads < self._max_threads():
                 self._buffers()
@@ -251,12 +267,15 @@ class Winograd:
                 first += count
 
 
-def agrees(candidate: Any, reference: Any, x: np.ndarray, like: np.ndarray) -> bool:
-    """Whether ``candidate`` computes what ``reference`` (oneDNN's direct kernel) does on
-    input ``x``, to ``TOLERANCE`` of the output's largest magnitude."""
-    ours, theirs = np.empty_like(like), np.empty_like(like)
-    candidate.run_arrays((x, ours))
-    reference.run_arrays((x, theirs))
+def agrees(candidate: Any, reference: Any, arrays: Callable[[], tuple[np.ndarray, ...]]
+           ) -> bool:
+    """Whether ``candidate`` computes what ``reference`` (oneDNN's direct kernel) does, to
+    ``TOLERANCE`` of the output's largest magnitude; ``arrays()`` gives each its own
+    operands (the same input; an output, which may start as the residual)."""
+    mine, others = arrays(), arrays()
+    candidate.run_arrays(mine)
+    reference.run_arrays(others)
+    ours, theirs = mine[1], others[1]
     scale = float(np.max(np.abs(theirs))) if theirs.size else 0.0
     if not np.all(np.isfinite(theirs)):
         return bool(np.array_equal(ours, theirs, equal_nan=True))
