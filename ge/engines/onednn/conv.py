@@ -271,7 +271,10 @@ def _own_kernels(oihw: np.ndarray, bias: Optional[np.ndarray], x: np.ndarray, ou
         """The operands of one checking run: an output that starts as the residual when
         it is summed in place (the bytes the output has now)."""
         start = np.array(out) if in_place else np.empty_like(out)
-        return (x, start) if form != "apart" else (x, start, residual)
+        if form == "apart":
+            assert residual is not None
+            return x, start, residual
+        return x, start
 
     def check(kernel: Any, reference: Any) -> bool:
         return winograd.agrees(kernel, reference, fresh)
