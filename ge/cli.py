@@ -224,8 +224,9 @@ def _cmd_run(args: argparse.Namespace) -> None:
         if tuning.table():
             print(tuning.table())
         from ge.engines.fused import activation, gemv
+        from ge.engines.onednn import winograd
 
-        for table in (gemv.table(), activation.table()):
+        for table in (winograd.table(), gemv.table(), activation.table()):
             if table:
                 print(table)
         if args.trace:

@@ -118,6 +118,30 @@ def test_a_run_in_many_chunks_computes_what_one_chunk_does(monkeypatch):
     assert_close(out, expected, rtol=1e-6, atol=1e-6)
 
 
+def test_the_kernels_a_thread_runs_share_its_scratch():
+    """The transformed input and product are the thread's, as large as the largest
+    kernel's needs, not one pair per node."""
+    import threading
+
+    def run_two() -> list[int]:
+        sizes = []
+        for channels in (8, 32, 16):
+            x = RNG.standard_normal((1, 20, 20, channels)).astype(np.float32)
+            _kernel(x, RNG.standard_normal((channels, channels, 3, 3)).astype(np.float32),
+                    None, (1, 1, 1, 1), None)
+            sizes.append(winograd.scratch_bytes())
+        return sizes
+
+    found: list[list[int]] = []
+    thread = threading.Thread(target=lambda: found.append(run_two()))
+    thread.start()
+    thread.join()
+    (sizes,) = found
+    assert sizes[0] < sizes[1] == sizes[2]  # grown for 32 channels, not again for 16
+    # the 32-channel kernel's two [36, 25 tiles, 32] arrays, and small per-thread buffers
+    assert 2 * 36 * 25 * 32 * 4 < sizes[1] < 2 * 36 * 25 * 32 * 4 + (1 << 20)
+
+
 def test_an_array_in_another_layout_is_refused():
     x = RNG.standard_normal((1, 8, 8, 4)).astype(np.float32)
     oihw = RNG.standard_normal((4, 4, 3, 3)).astype(np.float32)
@@ -273,6 +297,7 @@ def test_a_resnet_runs_its_3x3_convolutions_on_the_kernel_and_matches_onnxruntim
     got = session.run({"input": x})
     expected = onnxruntime.InferenceSession(
         str(path), providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+    assert "Winograd F(4x4, 3x3) convolutions" in winograd.table()
     timed = [c for c in tuning.choices() if winograd.NAME in dict(c.times_ms)]
     tuning.forget_choices()
     assert timed, "no convolution timed the Winograd kernel"

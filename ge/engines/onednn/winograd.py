@@ -12,8 +12,11 @@ the arena. The transforms are numba kernels on oneDNN's OpenMP threads
 (``ge.engines.fused._winograd_kernels``), the product is oneDNN's matmul primitive.
 
 The tiles run in chunks of about ``CHUNK_FLOATS`` transformed values, so that a chunk's
-transformed input and product stay in the cache between the three steps; the chunk's
-buffers (``scratch_bytes``) belong to the convolution's kernel, outside the memory plan.
+transformed input and product stay in the cache between the three steps. The chunk's
+buffers are per thread, shared by every Winograd convolution the thread runs (they live
+outside the memory plan, like the NCHW convolutions' channels-last scratch): 4 MB or
+less. The transformed filter is 4x the filter's bytes; ``table()`` (``ge run
+--profile`` prints it) says what the kernels alive hold.
 
 Measured alone on a 2-core AMD EPYC (Zen 4) at batch 1, ResNet-50's 3x3 convolutions of
 64, 128 and 256 channels take 0.36-0.53 ms this way against oneDNN's 0.93-1.04 ms; at
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
@@ -39,7 +43,9 @@ import numpy as np
 from ge.engines.onednn import _lib
 from ge.errors import ExecutionError
 
-__all__ = ["NAME", "available", "applies", "Winograd", "TOLERANCE", "VARIABLE"]
+__all__ = ["NAME", "available", "applies", "tiles", "Winograd", "agrees", "table",
+           "scratch_bytes", "transformed_filter", "TOLERANCE", "VARIABLE", "MIN_TILES",
+           "RESIDUALS"]
 
 #: the kernel's name among oneDNN's implementations (in the tuner's choices)
 NAME = "winograd_f4x3:ge"
@@ -120,17 +126,40 @@ def _bits(value: float) -> int:
     return int(np.array(value, np.float32).view(np.int32))
 
 
+_scratch = threading.local()
+
+
+def _scratch_floats(slot: str, size: int) -> np.ndarray:
+    """The calling thread's scratch buffer ``slot`` (the transformed input "v", the
+    product "m", the per-thread patches and blocks "work"), grown to ``size`` floats as
+    needed and shared by every Winograd convolution the thread runs, one after another."""
+    buffers = getattr(_scratch, "buffers", None)
+    if buffers is None:
+        buffers = _scratch.buffers = {}
+    found = buffers.get(slot)
+    if found is None or found.size < size:
+        found = buffers[slot] = np.empty(size, np.float32)
+    return found
+
+
+def scratch_bytes() -> int:
+    """The bytes of the calling thread's scratch buffers."""
+    return sum(a.nbytes for a in getattr(_scratch, "buffers", {}).values())
+
+
 class _Chunk:
     """The product of one chunk size: oneDNN's batched matmul, [36, T, C] @ [36, C, K]."""
 
-    def __init__(self, tiles: int, channels: int, out_channels: int, u: _lib.Packed,
-                 v: np.ndarray, m: np.ndarray) -> None:
-        source, dest = _lib.Desc.of(v), _lib.Desc.of(m)
+    def __init__(self, tiles: int, channels: int, out_channels: int, u: _lib.Packed) -> None:
+        source = _lib.Desc.dense([36, tiles, channels])
+        dest = _lib.Desc.dense([36, tiles, out_channels])
         pd, weights_md = _lib.matmul(source, _lib.Desc([36, channels, out_channels]), None,
                                      dest, None)
+        self.filter = u.like(weights_md)
+        self.filter_bytes = self.filter.nbytes
         self.primitive = _lib.made(pd, _lib.source_dest(source.handle, dest.handle),
                                    "the Winograd convolution's product",
-                                   [(_lib.ARG_WEIGHTS, weights_md, u.like(weights_md))])
+                                   [(_lib.ARG_WEIGHTS, weights_md, self.filter)])
         self.tiles = tiles
 
 
@@ -166,25 +195,17 @@ class Winograd:
         total = batch * down * across
         per_chunk = max(1, min(total, CHUNK_FLOATS // (36 * max(channels, out_channels))))
         self._total, self._per_chunk = total, per_chunk
-        self._v = np.empty((36, per_chunk, channels), np.float32)
-        self._m = np.empty((36, per_chunk, out_channels), np.float32)
         self._bias = None if bias is None else np.ascontiguousarray(bias, np.float32)
         u = _lib.Packed(transformed_filter(oihw))
-        self._chunks = {per_chunk: _Chunk(per_chunk, channels, out_channels, u,
-                                          self._v, self._m)}
-        tail = total % per_chunk
-        # a chunk of T tiles reads and writes the first 36 T C floats, [36, T, C] dense
-        self._views = {size: (self._v.reshape(-1)[:36 * size * channels].reshape(
-                                  36, size, channels),
-                              self._m.reshape(-1)[:36 * size * out_channels].reshape(
-                                  36, size, out_channels))
-                       for size in {per_chunk, tail} if size}
-        if tail:
-            self._chunks[tail] = _Chunk(tail, channels, out_channels, u, *self._views[tail])
+        self._chunks = {size: _Chunk(size, channels, out_channels, u)
+                        for size in {per_chunk, total % per_chunk} if size}
+        self.filter_bytes = sum(chunk.filter_bytes for chunk in
+                                {id(c.filter): c for c in self._chunks.values()}.values())
         del u
-        self._threads = 0
-        self._patch = np.empty(0, np.float32)
-        self._block = np.empty(0, np.float32)
+        # the thread's scratch the chunks' views were cut from (views: for each chunk
+        # size T, the first 36 T C floats of each as a dense [36, T, C] array)
+        self._cut: tuple[Any, ...] = ()
+        self._views: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         code, alpha, beta = kernels.NONE, 0.0, 0.0
         if eltwise is not None:
             name, alpha, beta = eltwise
@@ -213,17 +234,27 @@ class Winograd:
         library = _lib.openmp_runtime()
         count = getattr(library, "omp_get_max_threads", None)
         self._max_threads: Any = (lambda: 1) if count is None else count
-        self.scratch_bytes = self._v.nbytes + self._m.nbytes
+        _made.add(self)
 
     def _buffers(self) -> None:
-        """The per-thread patch and block buffers, for as many threads as the pool runs."""
+        """Point the operands at the calling thread's scratch: the chunk's transformed
+        input and product, and each pool thread's patch (72 C floats) and buffers (41 K)."""
         threads = max(self._max_threads(), os.cpu_count() or 1)
-        if threads > self._threads:
-            self._patch = np.empty(threads * 2 * 36 * self._channels, np.float32)
-            self._block = np.empty(threads * 41 * self._out_channels, np.float32)
-            self._threads = threads
-            self._in[self._k.IN_PATCH] = self._patch.ctypes.data
-            self._out[self._k.OUT_BLOCK] = self._block.ctypes.data
+        channels, out_channels, per_chunk = self._channels, self._out_channels, self._per_chunk
+        v = _scratch_floats("v", 36 * per_chunk * channels)
+        m = _scratch_floats("m", 36 * per_chunk * out_channels)
+        work = _scratch_floats("work", threads * (72 * channels + 41 * out_channels))
+        cut = self._cut
+        if not cut or cut[0] is not v or cut[1] is not m or cut[2] is not work \
+                or cut[3] != threads:
+            self._views = {size: (v[:36 * size * channels].reshape(36, size, channels),
+                                  m[:36 * size * out_channels].reshape(36, size, out_channels))
+                           for size in self._chunks}
+            k = self._k
+            self._in[k.IN_V], self._out[k.OUT_M] = v.ctypes.data, m.ctypes.data
+            self._in[k.IN_PATCH] = work.ctypes.data
+            self._out[k.OUT_BLOCK] = work.ctypes.data + 4 * threads * 72 * channels
+            self._cut = (v, m, work, threads)
 
     def _dense(self, a: np.ndarray, shape: tuple[int, ...]) -> None:
         """Check that ``a`` is a dense NHWC array of ``shape``, as itself or seen in NCHW
@@ -247,11 +278,8 @@ class Winograd:
             self._dense(arrays[2], self.output_shape)
             self._out[k.OUT_RESIDUAL] = arrays[2].ctypes.data
         with self._lock:
-            if self._threads < self._max_threads():
-                self._buffers()
+            self._buffers()
             self._in[k.IN_X] = x.ctypes.data
-            self._in[k.IN_V] = self._v.ctypes.data
-            self._out[k.OUT_M] = self._m.ctypes.data
             self._out[k.OUT_Y] = out.ctypes.data
             in_region = int(k.input_transform.address)
             out_region = int(k.output_transform.address)
@@ -265,6 +293,22 @@ class Winograd:
                 self._chunks[count].primitive.run_arrays(self._views[count])
                 start(out_region, out_ops)
                 first += count
+
+
+_made: "weakref.WeakSet[Winograd]" = weakref.WeakSet()
+
+
+def table() -> str:
+    """The Winograd kernels alive (made for a node, or a candidate not yet freed) and the
+    memory they hold beyond the memory plan, one line ("" for none)."""
+    kernels = list(_made)
+    if not kernels:
+        return ""
+    filters = sum(kernel.filter_bytes for kernel in kernels)
+    return (f"Winograd F(4x4, 3x3) convolutions: {len(kernels)} kernels, their transformed "
+            f"filters {filters / 2**20:.1f} MB (4x a 3x3 filter's bytes), scratch shared by "
+            f"the kernels a thread runs {scratch_bytes() / 2**20:.1f} MB "
+            f"({VARIABLE}=0 leaves them out)")
 
 
 def agrees(candidate: Any, reference: Any, arrays: Callable[[], tuple[np.ndarray, ...]]
