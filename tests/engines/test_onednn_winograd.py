@@ -303,3 +303,21 @@ def test_a_resnet_runs_its_3x3_convolutions_on_the_kernel_and_matches_onnxruntim
     assert timed, "no convolution timed the Winograd kernel"
     assert any(c.chosen == winograd.NAME for c in timed), [c.times_ms for c in timed]
     assert rel_err(next(iter(got.values())), expected) < 1e-4
+
+
+
+def test_a_choice_made_without_the_kernel_does_not_keep_it_out_later(tune_every_conv,
+                                                                     monkeypatch):
+    """GE's own candidates are part of a convolution's signature: what a process chose
+    among oneDNN's kernels alone (GE_WINOGRAD=0) is not read back where the Winograd
+    kernel is offered."""
+    graph, feed = _conv_graph()
+    monkeypatch.setenv(winograd.VARIABLE, "0")
+    _run(graph, feed)
+    (without,) = tuning.choices()
+    assert winograd.NAME not in dict(without.times_ms)
+    monkeypatch.delenv(winograd.VARIABLE)
+    tuning.forget_choices()  # a new process, the machine's file kept
+    _run(graph, feed)
+    (offered,) = tuning.choices()
+    assert offered.timed and winograd.NAME in dict(offered.times_ms)

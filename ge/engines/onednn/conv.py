@@ -373,14 +373,16 @@ def bind_conv(node: Node) -> BoundNode:
                 # one kernel whether the residual is summed in place or read where it
                 # lies: the memory plan's choice must not change the output's bits
                 added = " +residual" if residual is not None else ""
+                own = _own_kernels(oihw, bias, x, out, residual, in_place, axes, window,
+                                   begin, end, eltwise, groups)
+                # GE's own candidates are part of the signature: a choice made without
+                # one (for arrays it does not take) does not stand where it is offered
                 key = (tuple(logical), last, tuple(weight_dims), window.strides,
                        window.dilations, tuple(begin), tuple(end), bias is None,
-                       bool(added), eltwise)
+                       bool(added), eltwise, tuple(kernel.name for kernel in own))
                 signature = (f"{'NHWC' if last else 'NCHW'} {logical} * {weight_dims} "
                              f"stride {list(window.strides)}{added}"
                              f"{' ' + eltwise[0] if eltwise else ''}")
-                own = _own_kernels(oihw, bias, x, out, residual, in_place, axes, window,
-                                   begin, end, eltwise, groups)
                 return tuning.fastest(create, build, run, key, signature, weights.forget,
                                       agrees, own)
             pd = create()

@@ -14,8 +14,8 @@ the arena. The transforms are numba kernels on oneDNN's OpenMP threads
 The tiles run in chunks of about ``CHUNK_FLOATS`` transformed values, so that a chunk's
 transformed input and product stay in the cache between the three steps. The chunk's
 buffers are per thread, shared by every Winograd convolution the thread runs (they live
-outside the memory plan, like the NCHW convolutions' channels-last scratch): 4 MB or
-less. The transformed filter is 4x the filter's bytes; ``table()`` (``ge run
+outside the memory plan, like the NCHW convolutions' channels-last scratch): about 4 MB.
+The transformed filter is 4x the filter's bytes; ``table()`` (``ge run
 --profile`` prints it) says what the kernels alive hold.
 
 Measured alone on a 2-core AMD EPYC (Zen 4) at batch 1, ResNet-50's 3x3 convolutions of
