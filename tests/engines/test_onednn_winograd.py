@@ -283,13 +283,12 @@ def test_an_activation_it_does_not_apply_keeps_the_node_on_onednn(tune_every_con
 
 def test_a_resnet_runs_its_3x3_convolutions_on_the_kernel_and_matches_onnxruntime(
         exported, monkeypatch, tmp_path):
-    """ResNet-18's stride-1 3x3 convolutions at batch 2: the tuner keeps the kernel for
-    some (it is 1.5-2.5x oneDNN's direct kernels on them here), and the model's output
-    agrees with onnxruntime's."""
+    """ResNet-18's stride-1 3x3 convolutions at batch 2, every one on the kernel
+    (GE_WINOGRAD=1 takes it untimed): the model's output agrees with onnxruntime's."""
     import onnxruntime
 
     monkeypatch.setenv(tuning.CACHE_VARIABLE, str(tmp_path / "kernels.json"))
-    monkeypatch.delenv(winograd.VARIABLE, raising=False)
+    monkeypatch.setenv(winograd.VARIABLE, "1")
     tuning.forget_choices()
     _, path = exported("resnet18", True)
     x = RNG.standard_normal((2, 3, 224, 224)).astype(np.float32)
@@ -297,13 +296,35 @@ def test_a_resnet_runs_its_3x3_convolutions_on_the_kernel_and_matches_onnxruntim
     got = session.run({"input": x})
     expected = onnxruntime.InferenceSession(
         str(path), providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
-    assert "Winograd F(4x4, 3x3) convolutions" in winograd.table()
-    timed = [c for c in tuning.choices() if winograd.NAME in dict(c.times_ms)]
+    made, listed = tuning.choices(), tuning.table()
     tuning.forget_choices()
-    assert timed, "no convolution timed the Winograd kernel"
-    assert any(c.chosen == winograd.NAME for c in timed), [c.times_ms for c in timed]
+    taken = [c for c in made if c.chosen == winograd.NAME]
+    # ResNet-18's stride-1 3x3 convolutions over 56x56, 28x28 and 14x14 at batch 2 (its
+    # 7x7 ones have 8 tiles too); all are taken, none timed
+    assert {c.what.split(" * ")[0] for c in taken} >= {
+        "NHWC [2, 64, 56, 56]", "NHWC [2, 128, 28, 28]", "NHWC [2, 256, 14, 14]"}, made
+    assert all(c.forced == "GE_WINOGRAD=1" and not c.times_ms for c in taken)
+    assert "Winograd F(4x4, 3x3) convolutions" in winograd.table()
+    assert "untimed (GE_WINOGRAD=1" in listed
+    stored = tmp_path / "kernels.json"  # the other convolutions' timed choices
+    assert winograd.NAME not in (stored.read_text() if stored.exists() else "")
     assert rel_err(next(iter(got.values())), expected) < 1e-4
 
+
+def test_the_variable_set_to_one_takes_the_kernel_untimed_even_with_timing_off(
+        monkeypatch, tmp_path):
+    """GE_WINOGRAD=1 with GE_ONEDNN_TUNE=0 and a convolution below the tuner's floor."""
+    monkeypatch.setenv(tuning.CACHE_VARIABLE, str(tmp_path / "kernels.json"))
+    monkeypatch.setenv(tuning.VARIABLE, "0")
+    monkeypatch.setenv(winograd.VARIABLE, "1")
+    tuning.forget_choices()
+    graph, feed = _conv_graph()
+    try:
+        assert rel_err(_run(graph, feed), _reference(graph, feed)) < EXACT
+        (choice,) = tuning.choices()
+    finally:
+        tuning.forget_choices()
+    assert choice.chosen == winograd.NAME and choice.forced and not choice.times_ms
 
 
 def test_a_choice_made_without_the_kernel_does_not_keep_it_out_later(tune_every_conv,

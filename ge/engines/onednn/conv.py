@@ -279,7 +279,7 @@ def _own_kernels(oihw: np.ndarray, bias: Optional[np.ndarray], x: np.ndarray, ou
     def check(kernel: Any, reference: Any) -> bool:
         return winograd.agrees(kernel, reference, fresh)
 
-    return (tuning.Own(winograd.NAME, make, check),)
+    return (tuning.Own(winograd.NAME, make, check, winograd.forced()),)
 
 
 def bind_conv(node: Node) -> BoundNode:
@@ -353,7 +353,12 @@ def bind_conv(node: Node) -> BoundNode:
         plane = out.shape[axes[2]] * out.shape[axes[3]]
         flops = 2.0 * x.shape[0] * plane * out_channels * in_per_group * kh * kw
         try:
-            if flops >= tuning.MIN_FLOPS and tuning.enabled():
+            timing = flops >= tuning.MIN_FLOPS and tuning.enabled()
+            # GE_WINOGRAD=1 takes the kernel wherever it applies, timed or not
+            own = _own_kernels(oihw, bias, x, out, residual, in_place, axes, window,
+                               begin, end, eltwise, groups) \
+                if timing or winograd.forced() else ()
+            if timing or any(kernel.forced for kernel in own):
                 # timing writes a scratch output, made at the first timed run (a known
                 # signature times nothing); a sum post-op's starts as the residual, which
                 # the output's own bytes hold when in place and no timing run writes
@@ -373,8 +378,6 @@ def bind_conv(node: Node) -> BoundNode:
                 # one kernel whether the residual is summed in place or read where it
                 # lies: the memory plan's choice must not change the output's bits
                 added = " +residual" if residual is not None else ""
-                own = _own_kernels(oihw, bias, x, out, residual, in_place, axes, window,
-                                   begin, end, eltwise, groups)
                 # GE's own candidates are part of the signature: a choice made without
                 # one (for arrays it does not take) does not stand where it is offered
                 key = (tuple(logical), last, tuple(weight_dims), window.strides,

@@ -82,8 +82,11 @@ class Choice:
     chosen: str                              # oneDNN's implementation name
     first: str                               # oneDNN's own first pick
     times_ms: tuple[tuple[str, float], ...]  # (candidate, fastest run) in oneDNN's order
-    #: True when timed in this process; False when read from the machine's file
+    #: True when timed in this process; False when read from the machine's file or
+    #: taken untimed (``forced``)
     timed: bool = True
+    #: why a kernel of GE's own was taken untimed ("" when it was not)
+    forced: str = ""
 
     @property
     def gain(self) -> float:
@@ -173,11 +176,14 @@ class Own:
     returns it (an object with ``impl``, its name, and ``run_arrays`` like a primitive's),
     or raises ``GEError`` where it cannot; ``check(kernel, reference)`` says whether it
     computes what oneDNN's first candidate does (on the first run's input), and a
-    kernel for which it is False is left out."""
+    kernel for which it is False is left out. ``forced``, when not "", is why the kernel
+    is taken untimed wherever it is made and agrees (a user's setting): no choice is
+    read from or written to the machine's file for it."""
 
     name: str
     make: Callable[[], Any]
     check: Callable[[Any, Any], bool]
+    forced: str = ""
 
 
 def fastest(create: Callable[[], Any], build: Callable[[Any], tuple[_lib.Primitive, Any]],
@@ -196,13 +202,14 @@ def fastest(create: Callable[[], Any], build: Callable[[Any], tuple[_lib.Primiti
     signature (``key``) chosen before, in this process or in the machine's file, builds
     its kernel untimed."""
     mine = {kernel.name: kernel for kernel in own}
+    forced = any(kernel.forced for kernel in own)
     with _lock:
         known = _choices.get(key)
-    if known is not None:
+    if known is not None and (not forced or known.forced):
         if known.chosen in mine:
             return mine[known.chosen].make()
         return build_named(create, build, known.chosen)[0]
-    stored = _read(cache_file()).get(_file_key(key))
+    stored = None if forced else _read(cache_file()).get(_file_key(key))
     if stored is not None and stored in mine:
         try:
             kernel = mine[stored].make()
@@ -251,8 +258,17 @@ def fastest(create: Callable[[], Any], build: Callable[[Any], tuple[_lib.Primiti
             made = kernel.make()
         except GEError:  # not for this operation after all
             continue
-        if kernel.check(made, reference):
-            candidates.append((kernel.name, made, None))
+        if not kernel.check(made, reference):
+            continue
+        if kernel.forced:
+            with _lock:
+                _choices[key] = Choice(what, kernel.name, first, (), timed=False,
+                                       forced=kernel.forced)
+            for _name, _primitive, token in candidates:
+                if token is not None:
+                    discard(token)
+            return made
+        candidates.append((kernel.name, made, None))
     for _name, primitive, _token in candidates:
         # untimed: a first run pays what none after it does (the scratch output's and
         # the kernel's scratchpad's pages touched for the first time)
@@ -320,6 +336,10 @@ def table() -> str:
     lines = [f"oneDNN kernels timed at the first run ({len(made)} convolutions; "
              f"{VARIABLE}=0 keeps oneDNN's first pick):"]
     for choice in made:
+        if choice.forced:
+            lines.append(f"  {choice.what}: {choice.chosen} untimed ({choice.forced}; "
+                         f"oneDNN's first pick {choice.first})")
+            continue
         if not choice.timed:
             lines.append(f"  {choice.what}: {choice.chosen} (oneDNN's first pick "
                          f"{choice.first}; timed by an earlier process: {cache_file()})")

@@ -27,7 +27,8 @@ tuner's choice (``tuning``): it times this one beside oneDNN's on the first run.
 result rounds differently from a direct convolution's, by 1-3e-6 of the output's
 largest magnitude (float64 as the reference): ``agrees`` compares it with oneDNN's on
 that run and leaves it out beyond ``TOLERANCE``. ``GE_WINOGRAD=0`` leaves it out
-everywhere.
+everywhere; ``GE_WINOGRAD=1`` takes it untimed wherever it applies and agrees (even
+with the tuner off), for a run that must not depend on a timing.
 """
 
 from __future__ import annotations
@@ -44,12 +45,13 @@ from ge.engines.onednn import _lib
 from ge.errors import ExecutionError
 
 __all__ = ["NAME", "available", "applies", "tiles", "Winograd", "agrees", "table",
-           "scratch_bytes", "transformed_filter", "TOLERANCE", "VARIABLE", "MIN_TILES",
+           "scratch_bytes", "forced", "transformed_filter", "TOLERANCE", "VARIABLE", "MIN_TILES",
            "RESIDUALS"]
 
 #: the kernel's name among oneDNN's implementations (in the tuner's choices)
 NAME = "winograd_f4x3:ge"
-#: the environment variable that leaves the kernel out ("0")
+#: the environment variable that leaves the kernel out ("0") or takes it untimed wherever
+#: it applies and agrees with oneDNN ("1"); unset, the tuner times it beside oneDNN's
 VARIABLE = "GE_WINOGRAD"
 #: the fewest 4x4 tiles (over the batch) a convolution must have. The transformed filter
 #: is 4x the filter's bytes, read from memory once a run (a model's filters do not stay
@@ -86,6 +88,11 @@ def available() -> bool:
     if openmp.runtime() is None:
         return False
     return _kernels() is not None
+
+
+def forced() -> str:
+    """Why the kernel is taken untimed ("" where the tuner times it): ``GE_WINOGRAD=1``."""
+    return f"{VARIABLE}=1" if os.environ.get(VARIABLE, "").strip() == "1" else ""
 
 
 def _kernels() -> Any:
