@@ -79,8 +79,13 @@ def _fused_elementwise(node: Node) -> Optional[WritingKernel]:
         tuple(int(d) for d in desc.shape) if is_static(desc.shape) else None
         for desc in results]
     last = len(program) - 1
+    output = node.outputs[0].shape if node.outputs else None
+    bound = tuple(int(d) for d in output) if output is not None and is_static(output) else None
 
     def run(inputs: Inputs, outs: Outs) -> None:
+        # the graph's shapes hold for the output the node was bound for; a run on other
+        # shapes (a slice of the batch) works each result's shape out from its operands
+        known = bound is not None and outs[0].shape == bound
         done: list[np.ndarray] = []
         for position, (writer, sources) in enumerate(program):
             arguments: list[Optional[np.ndarray]] = []
@@ -103,7 +108,7 @@ def _fused_elementwise(node: Node) -> Optional[WritingKernel]:
                 else:
                     writer(arguments, outs)
                 return
-            shape = shapes[position]
+            shape = shapes[position] if known else None
             if shape is None:
                 shape = np.broadcast_shapes(*(a.shape for a in arguments if a is not None))
             result = np.empty(shape, dtypes[position])
