@@ -167,31 +167,41 @@ def _replacement_op_type(replacement: Union[Node, str]) -> str:
 
 
 class MemoryPass:
-    """The seed's memory options, recorded on the graph and applied by nothing.
+    """The seed's memory options, recorded on the graph for ``ge.compile``'s memory plan.
 
     ``run`` changes no node: it returns a copy of the graph whose
-    ``metadata["memory"]`` is ``{"memory_reuse": bool, "inplace": bool}`` (both
-    True unless switched off). The memory planner that would use them is not
-    built: ``ge.compile`` does not read these settings, plans neither buffer reuse
-    nor in-place execution, and only frees each intermediate result after its
-    last reader (docs/seed-api.md, D12).
+    ``metadata["memory"]`` is ``{"memory_reuse": bool, "inplace": bool}`` (both True
+    unless switched off), with ``"batch_slicing": False`` beside them where that is
+    switched off. The memory plan reads
+    them: without reuse every value has bytes of its own, without in-place no op writes
+    over an input it last reads, and without batch slicing no run of steps goes a few
+    samples at a time (``ge.compiler.slicing``; GE's own option, beside the seed's two).
     """
 
     def __init__(self) -> None:
         self.memory_reuse = True
         self.inplace = True
+        self.batch_slicing = True
 
     def enable_memory_reuse(self, enabled: bool = True) -> None:
-        """Record whether buffers whose lifetimes do not overlap may share memory (not acted on)."""
+        """Whether buffers whose lifetimes do not overlap may share memory."""
         self.memory_reuse = bool(enabled)
 
     def enable_inplace(self, enabled: bool = True) -> None:
-        """Record whether an op may write into an input it last reads (not acted on)."""
+        """Whether an op may write into an input it last reads."""
         self.inplace = bool(enabled)
+
+    def enable_batch_slicing(self, enabled: bool = True) -> None:
+        """Whether runs of steps whose values outgrow the cache may go a few samples of
+        the batch at a time."""
+        self.batch_slicing = bool(enabled)
 
     def options(self) -> dict[str, bool]:
         """The settings as they are recorded on the graph."""
-        return {"memory_reuse": self.memory_reuse, "inplace": self.inplace}
+        options = {"memory_reuse": self.memory_reuse, "inplace": self.inplace}
+        if not self.batch_slicing:
+            options["batch_slicing"] = False
+        return options
 
     def record(self, graph: Graph) -> None:
         """Write the settings into ``graph.metadata`` (in place)."""

@@ -161,11 +161,14 @@ def _cost(node: Node) -> Optional[tuple[float, float]]:
 
 
 def _memory_options(graph: Graph) -> dict[str, bool]:
-    """The planner's switches: what ``gp.MemoryPass`` recorded on the graph, else both on."""
+    """The planner's switches: what ``gp.MemoryPass`` recorded on the graph, else all on."""
     recorded = graph.metadata.get(MEMORY_OPTIONS_KEY)
     recorded = recorded if isinstance(recorded, dict) else {}
-    return {"memory_reuse": bool(recorded.get("memory_reuse", True)),
-            "inplace": bool(recorded.get("inplace", True))}
+    options = {"memory_reuse": bool(recorded.get("memory_reuse", True)),
+               "inplace": bool(recorded.get("inplace", True))}
+    if not recorded.get("batch_slicing", True):
+        options["batch_slicing"] = False  # GE's own switch, named only when off
+    return options
 
 
 def _check_known_ops(graph: Graph) -> None:

@@ -60,6 +60,7 @@ class Executable:
     streams: tuple[int, ...] = ()
     stream_waits: tuple[tuple[int, ...], ...] = ()
     #: the memory planner's switches (``gp.MemoryPass``): ``memory_reuse``, ``inplace``
+    #: and, where switched off, ``batch_slicing``
     memory_options: dict[str, bool] = field(default_factory=dict)
     #: the input shapes and bound plan of the latest run (set by the sessions running it)
     last_plan: Any = field(default=None, repr=False, compare=False)
@@ -179,6 +180,12 @@ class Executable:
             f"each value its own buffer {_mib(memory['naive_bytes'])}; "
             f"{memory['inplace_count']} in place, {memory['view_count']} views, "
             f"{memory['written_in_slot']} steps write into their slot")
+        for run in memory.get("batch_slices", ()):
+            lines.append(
+                f"  batch sliced: {run['steps']} steps {run['first']!r} .. {run['last']!r} "
+                f"run {run['width']} of {run['batch']} samples at a time ({run['slices']} "
+                f"slices; largest step moves {_mib(run['largest_step_bytes'])} at the whole "
+                f"batch; inner values {_mib(run['inner_bytes'])}, held at one slice's size)")
         for what, key in (("copied into their slot", "copied_into_slot"),
                           ("kept outside the arena (size known only once computed)",
                            "outside_arena")):

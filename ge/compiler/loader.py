@@ -19,13 +19,14 @@ import numpy as np
 
 from ge.compiler.executable import Executable, Step
 from ge.compiler.signature import concrete_descs
+from ge.compiler.slicing import Separable, Slicing, budget, plan_slices, separable
 from ge.compiler.streams import data_producers, memory_predecessors, ordering_waits
 from ge.engines import BoundKernel, get_engine
 from ge.ir import Node, Tensor
 from ge.ir.tensor import compute_pending
 from ge.memory import MemoryPlan, StepUse, plan_memory
 from ge.ops.registry import Trait, op_has_trait
-from ge.runtime.tasks import ANYWHERE, FRESH, Mode, OutSpec, Task, TaskPlan
+from ge.runtime.tasks import ANYWHERE, FRESH, Mode, OutSpec, SliceGroup, Task, TaskPlan
 
 __all__ = ["BoundStep", "Program", "BoundPlan", "load", "MAX_PLANS", "step_uses"]
 
@@ -59,12 +60,21 @@ class BoundPlan:
     #: output's declared dtype: handed to the caller as they are, without the checks
     #: for arrays that may share memory with the arena or the feed
     fresh: frozenset[int] = frozenset()
+    #: the runs of steps that go slice by slice over the batch (``slicing``), with the
+    #: names of their first and last nodes
+    slicings: tuple[tuple[Slicing, str, str], ...] = ()
 
     def report(self, signature: dict[str, tuple[int, ...]]) -> dict[str, Any]:
         """``executable.memory``: the plan's figures and what ran outside it."""
+        sliced = [{"first": first, "last": last, "steps": s.last - s.first + 1,
+                   "batch": s.batch, "slices": len(s.slices), "width": s.width,
+                   "largest_step_bytes": s.moved_bytes,
+                   "inner_bytes": sum(_nbytes(self.memory.descs[slot]) for slot in s.inner)}
+                  for s, first, last in self.slicings]
         return {**self.memory.report(), "signature": {k: list(v) for k, v in signature.items()},
                 "written_in_slot": sum(1 for m in self.tasks.modes if m is Mode.WRITE),
-                "copied_into_slot": dict(self.copied), "outside_arena": dict(self.kept)}
+                "copied_into_slot": dict(self.copied), "outside_arena": dict(self.kept),
+                "batch_slices": sliced}
 
 
 @dataclass
@@ -84,6 +94,8 @@ class Program:
     #: some step's engine runs its own thread pool and another's kernels may call BLAS:
     #: runs keep BLAS to one thread, so that its spinning threads leave the pool's cores
     quiet_blas: bool = False
+    #: per step, how its node splits by batch (``slicing.separable``; None: it does not)
+    separable: tuple[Optional[Separable], ...] = ()
     _plans: OrderedDict[tuple[tuple[int, ...], ...], BoundPlan] = field(
         default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -110,14 +122,26 @@ class Program:
         return len(self._plans)
 
     def make_plan(self, shapes: dict[str, tuple[int, ...]],
-                  steps: Sequence[Step]) -> BoundPlan:
-        """A new plan for feeds of these shapes (``steps``: the executable's, for names)."""
+                  steps: Sequence[Step], slicing: bool = True) -> BoundPlan:
+        """A new plan for feeds of these shapes (``steps``: the executable's, for names;
+        ``slicing`` off: no step runs slice by slice)."""
         options = self.executable.memory_options
         descs = concrete_descs(self.executable, shapes)
+        slicings = self._slicings(descs, steps) if slicing else []
+        held: dict[int, tuple[int, int]] = {}
+        for sliced in slicings:
+            for index in range(sliced.first, sliced.last + 1):
+                for slot in (*self.uses[index].inputs, *self.uses[index].outputs):
+                    if slot >= 0 and slot not in sliced.inner:
+                        first, last = held.get(slot, (sliced.first, sliced.last))
+                        held[slot] = (min(first, sliced.first), max(last, sliced.last))
+            for slot in sliced.inner:
+                shape, dtype = descs[slot]
+                descs[slot] = ((sliced.width, *shape[1:]), dtype)
         memory = plan_memory(self.uses, descs, set(self.pinned) | set(self.outside),
                              reuse=options.get("memory_reuse", True),
                              inplace=options.get("inplace", True),
-                             streams=self.executable.streams or None)
+                             streams=self.executable.streams or None, held=held)
         outputs = {spec.slot for spec in self.executable.outputs}
         modes: list[Mode] = []
         outs: list[tuple[OutSpec, ...]] = []
@@ -151,8 +175,31 @@ class Program:
             preds = [sorted(set(d) | set(m))
                      for d, m in zip(data_producers(steps), memory_preds)]
             waits = tuple(tuple(w) for w in ordering_waits(self.executable.streams, preds))
-        return BoundPlan(memory, TaskPlan(tuple(modes), tuple(outs), memory.arena_bytes),
-                         dict(copied), dict(kept), waits, frozenset(fresh))
+        if any(modes[i] is not Mode.WRITE or any(spec.offset < 0 for spec in outs[i])
+               for sliced in slicings for i in range(sliced.first, sliced.last + 1)):
+            # not what the slicing expected of its steps: the plan without it
+            return self.make_plan(shapes, steps, slicing=False)
+        groups = tuple(SliceGroup(s.first, s.last, s.slices, s.inputs, s.outputs)
+                       for s in slicings)
+        named = tuple((s, steps[s.first].node, steps[s.last].node) for s in slicings)
+        return BoundPlan(memory, TaskPlan(tuple(modes), tuple(outs), memory.arena_bytes,
+                                          groups),
+                         dict(copied), dict(kept), waits, frozenset(fresh), named)
+
+    def _slicings(self, descs: dict[int, Any], steps: Sequence[Step]) -> list[Slicing]:
+        """The runs of steps this signature runs slice by slice (``slicing``)."""
+        if not self.separable or self.executable.stream_count > 1 or \
+                not self.executable.memory_options.get("batch_slicing", True):
+            return []
+        limit = budget()
+        if limit <= 0:
+            return []
+        kept = frozenset(self.pinned | self.outside)
+        eligible = [task.writer is not None and not use.view
+                    and all(slot not in kept for slot in use.outputs)
+                    for task, use in zip(self.tasks, self.uses)]
+        return plan_slices([(use.inputs, use.outputs) for use in self.uses], self.separable,
+                           descs, eligible, frozenset(self.executable.constants), kept, limit)
 
 
 def _nbytes(desc: tuple[tuple[int, ...], np.dtype]) -> int:
@@ -207,7 +254,7 @@ def static_plan(executable: Executable) -> tuple[dict[str, tuple[int, ...]], Bou
     uses = step_uses(executable)
     writers = tuple(Task(_no_kernel, _no_writer, u.inputs, u.outputs, ()) for u in uses)
     program = Program(executable, (), writers, (), uses, pinned_slots(executable),
-                      outside=allocated_slots(executable))
+                      outside=allocated_slots(executable), separable=separable_steps(executable))
     return shapes, program.make_plan(shapes, executable.steps)
 
 
@@ -264,4 +311,12 @@ def load(executable: Executable) -> Program:
     return Program(executable, tuple(steps), tuple(tasks), tuple(template),
                    step_uses(executable), pinned_slots(executable),
                    members=tuple(tuple(m) for m in members), outside=frozenset(outside),
-                   quiet_blas=quiet_blas)
+                   quiet_blas=quiet_blas, separable=separable_steps(executable))
+
+
+def separable_steps(executable: Executable) -> tuple[Optional[Separable], ...]:
+    """Per step, how its node splits by batch (``slicing.separable``)."""
+    nodes = {node.name: node for node in executable.graph.nodes}
+    constants = frozenset(name for name in executable.constants.values())
+    values = frozenset(value.name for name in constants for value in nodes[name].outputs)
+    return tuple(separable(nodes[step.node], values) for step in executable.steps)

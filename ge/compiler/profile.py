@@ -60,26 +60,37 @@ class Profile:
         """The sum of the steps' times (more than the run's time when streams overlap)."""
         return sum(step.duration_ns for step in self.steps)
 
+    def by_node(self) -> list[tuple[StepTime, int, int]]:
+        """(the node's first record, total ns, records) by total time, the largest first:
+        a step run slice by slice over the batch has one record per slice."""
+        totals: dict[str, list[Any]] = {}
+        for step in self.steps:
+            entry = totals.setdefault(step.node, [step, 0, 0])
+            entry[1] += step.duration_ns
+            entry[2] += 1
+        return sorted(((s, ns, n) for s, ns, n in totals.values()), key=lambda e: -e[1])
+
     def by_op_type(self) -> list[tuple[str, int, int]]:
         """(op type, total ns, steps) by total time, the largest first."""
         totals: dict[str, list[int]] = {}
-        for step in self.steps:
+        for step, ns, _records in self.by_node():
             entry = totals.setdefault(step.op_type, [0, 0])
-            entry[0] += step.duration_ns
+            entry[0] += ns
             entry[1] += 1
         return sorted(((op, ns, n) for op, (ns, n) in totals.items()), key=lambda e: -e[1])
 
     def table(self, k: int = 15) -> str:
         """The ``k`` slowest nodes and op types, with their share of the run."""
         total = max(self.total_ns, 1)
-        lines = [f"profile of {self.graph!r}: {self.total_ns / 1e6:.3f} ms, {len(self.steps)} "
+        nodes = self.by_node()
+        lines = [f"profile of {self.graph!r}: {self.total_ns / 1e6:.3f} ms, {len(nodes)} "
                  f"steps, kernels {self.kernel_ns / 1e6:.3f} ms (the rest is the runtime's "
                  f"own work: {max(self.total_ns - self.kernel_ns, 0) / 1e3:.1f} us)",
                  f"{'node':40} {'op type':22} {'engine':8} {'stream':>6} {'ms':>9} {'%':>6}"]
-        for step in sorted(self.steps, key=lambda s: -s.duration_ns)[:k]:
+        for step, ns, records in nodes[:k]:
+            sliced = f" ({records} slices)" if records > 1 else ""
             lines.append(f"{step.node[:40]:40} {step.op_type[:22]:22} {step.engine:8} "
-                         f"{step.stream:6d} {step.duration_ns / 1e6:9.3f} "
-                         f"{100 * step.duration_ns / total:6.1f}")
+                         f"{step.stream:6d} {ns / 1e6:9.3f} {100 * ns / total:6.1f}{sliced}")
         lines.append(f"{'op type':40} {'steps':>6} {'ms':>9} {'%':>6}")
         for op_type, ns, count in self.by_op_type()[:k]:
             lines.append(f"{op_type[:40]:40} {count:6d} {ns / 1e6:9.3f} {100 * ns / total:6.1f}")

@@ -96,7 +96,8 @@ class MemoryPlan:
 
 def plan_memory(steps: Sequence[StepUse], descs: dict[int, SlotDesc], pinned: set[int],
                 reuse: bool = True, inplace: bool = True,
-                streams: Optional[Sequence[int]] = None) -> MemoryPlan:
+                streams: Optional[Sequence[int]] = None,
+                held: Optional[dict[int, tuple[int, int]]] = None) -> MemoryPlan:
     """Plan the arena for ``steps`` (in schedule order).
 
     ``descs`` gives the concrete shape and dtype of every slot whose size is known;
@@ -104,7 +105,9 @@ def plan_memory(steps: Sequence[StepUse], descs: dict[int, SlotDesc], pinned: se
     outputs). ``reuse`` off gives every stored value its own bytes; ``inplace`` off
     never writes an output over an input. ``streams`` (the stream of each step): values
     made on different streams never share bytes, since steps of two streams may run at
-    once; each stream's values are placed in a region of their own.
+    once; each stream's values are placed in a region of their own. ``held``: slot ->
+    (first, last) steps over which the value must live whatever its readers say (the
+    values that cross the border of a run of steps executed slice by slice).
     """
     last_use: dict[int, int] = {}
     produced_at: dict[int, int] = {}
@@ -114,6 +117,9 @@ def plan_memory(steps: Sequence[StepUse], descs: dict[int, SlotDesc], pinned: se
                 last_use[slot] = index
         for slot in step.outputs:
             produced_at[slot] = index
+    held = held or {}
+    for slot, (_first, last) in held.items():
+        last_use[slot] = max(last_use.get(slot, last), last)
     root: dict[int, int] = {}
     members: dict[int, list[int]] = {}
 
@@ -155,7 +161,8 @@ def plan_memory(steps: Sequence[StepUse], descs: dict[int, SlotDesc], pinned: se
         if slot in pinned or slot not in descs:
             continue
         if slot not in root:  # a group's head: it owns the storage
-            buffers.append(Buffer(slot, aligned(_nbytes(descs[slot])), index,
+            first = min([index] + [held[m][0] for m in members.get(slot, [slot]) if m in held])
+            buffers.append(Buffer(slot, aligned(_nbytes(descs[slot])), first,
                                   max(index, group_last(slot))))
         if not (slot in root and steps[produced_at[slot]].view):
             naive += _nbytes(descs[slot])

@@ -30,7 +30,8 @@ from ge.errors import GEError
 from ge.runtime.memory import DeviceHeap
 from ge.runtime.threads import inherited
 
-__all__ = ["Mode", "Task", "OutSpec", "TaskPlan", "TaskFailure", "Arena", "ArenaPool",
+__all__ = ["Mode", "Task", "OutSpec", "TaskPlan", "SliceGroup", "TaskFailure", "Arena",
+           "ArenaPool",
            "run_tasks", "run_on_streams", "timing_hooks", "Timing", "FRESH", "ANYWHERE"]
 
 Kernel = Callable[[Sequence[Optional[np.ndarray]]], list[np.ndarray]]
@@ -71,6 +72,60 @@ class OutSpec:
     dtype: np.dtype
 
 
+#: how a task of a slice group is handed one input or output in a slice: cut along axis
+#: 0 (``value[start:stop]``), whole, or a buffer of one slice's size (``buffer[:n]``)
+SLICED, WHOLE, INNER = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class SliceGroup:
+    """Tasks ``first``..``last`` run slice by slice over axis 0: for each ``(start,
+    stop)`` of ``slices``, every task in order, each input and output handed as
+    ``inputs[k][j]`` / ``outputs[k][j]`` say (``SLICED``, ``WHOLE``, ``INNER``). Every
+    task of a group is in ``Mode.WRITE`` with its outputs in the arena; an inner value's
+    buffer holds one slice."""
+
+    first: int
+    last: int
+    slices: tuple[tuple[int, int], ...]
+    inputs: tuple[tuple[int, ...], ...]
+    outputs: tuple[tuple[int, ...], ...]
+
+    def run(self, tasks: Sequence[Task], values: list[Optional[np.ndarray]],
+            complete: Sequence[Optional[list[np.ndarray]]],
+            before: Optional[Callable[[int], None]] = None,
+            after: Optional[Callable[[int], None]] = None, releasing: bool = True) -> None:
+        members = range(self.first, self.last + 1)
+        for index in members:
+            for slot, out in zip(tasks[index].outputs, complete[index] or ()):
+                values[slot] = out
+        for start, stop in self.slices:
+            count = stop - start
+            for offset, index in enumerate(members):
+                task = tasks[index]
+                how = self.inputs[offset]
+                args = [None if slot < 0 else
+                        values[slot][start:stop] if h == SLICED else  # type: ignore[index]
+                        values[slot][:count] if h == INNER else  # type: ignore[index]
+                        values[slot] for slot, h in zip(task.inputs, how)]
+                outs = complete[index]
+                assert outs is not None and task.writer is not None
+                cut = [out[start:stop] if h == SLICED else out[:count]
+                       for out, h in zip(outs, self.outputs[offset])]
+                if before is not None:
+                    before(index)
+                try:
+                    task.writer(args, cut)
+                except Exception as error:  # noqa: BLE001 - the caller names the node
+                    raise TaskFailure(index, args, error) from error
+                if after is not None:
+                    after(index)
+        if releasing:
+            for index in members:
+                for slot in tasks[index].release:
+                    values[slot] = None
+
+
 @dataclass(frozen=True)
 class TaskPlan:
     """A task list bound to one input signature."""
@@ -78,6 +133,8 @@ class TaskPlan:
     modes: tuple[Mode, ...]
     outs: tuple[tuple[OutSpec, ...], ...]
     arena_bytes: int
+    #: runs of tasks that go slice by slice over the batch (``SliceGroup``)
+    groups: tuple[SliceGroup, ...] = ()
     #: the plan's straight-line runner (``_straight_runner``) and the task list it was
     #: made for, once the plan has run ``STRAIGHT_AFTER`` times on one thread
     straight: list[Any] = field(default_factory=lambda: [0, None, None], compare=False,
@@ -251,8 +308,17 @@ def _run(tasks: Sequence[Task], plan: TaskPlan, arena: Arena,
             runner(values, views, complete, given, arena)
             return
     modes = plan.modes
+    starts = {group.first: group for group in plan.groups}
+    skip_to = -1
     for index in range(len(tasks)) if indices is None else indices:
+        if index <= skip_to:
+            continue
         task = tasks[index]
+        group = starts.get(index)
+        if group is not None:
+            group.run(tasks, values, complete, before, after, releasing)
+            skip_to = group.last
+            continue
         if before is not None:
             before(index)
         args = [values[slot] if slot >= 0 else None for slot in task.inputs]
@@ -317,9 +383,19 @@ def _straight_runner(tasks: Sequence[Task], plan: TaskPlan
 
 def _generate(tasks: Sequence[Task], plan: TaskPlan) -> Callable[..., None]:
     names: dict[str, Any] = {"_write_targets": _write_targets, "_placed": _placed,
-                             "_failure": _failure, "TASKS": tasks}
+                             "_failure": _failure, "TASKS": tasks,
+                             "TaskFailure": TaskFailure}
     lines = ["def run(V, views, C, given, arena):", "    i = -1", "    try:"]
+    starts = {group.first: group for group in plan.groups}
+    inside = {index for group in plan.groups for index in range(group.first + 1, group.last + 1)}
     for index, (task, mode, specs) in enumerate(zip(tasks, plan.modes, plan.outs)):
+        if index in inside:
+            continue
+        if index in starts:
+            names[f"G{index}"] = starts[index]
+            lines.append(f"        i = {index}")
+            lines.append(f"        G{index}.run(TASKS, V, C)")
+            continue
         args = ", ".join(f"V[{slot}]" if slot >= 0 else "None" for slot in task.inputs)
         step = [f"i = {index}"]
         if mode is Mode.VIEW:
@@ -344,7 +420,8 @@ def _generate(tasks: Sequence[Task], plan: TaskPlan) -> Callable[..., None]:
         lines.extend("        " + line for line in step)
     if not tasks:
         lines.append("        pass")
-    lines += ["    except Exception as error:  # noqa: BLE001 - the caller names the node",
+    lines += ["    except TaskFailure:", "        raise",
+              "    except Exception as error:  # noqa: BLE001 - the caller names the node",
               "        raise _failure(TASKS, i, V, error) from error"]
     code = compile("\n".join(lines) + "\n", f"<ge plan of {len(tasks)} tasks>", "exec")
     exec(code, names)  # noqa: S102 - text made above from slot numbers only
