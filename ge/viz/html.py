@@ -104,6 +104,28 @@ def _plan_of(executable: ExecutableLike, plan: Optional[MemoryPlan]) -> Optional
     return None
 
 
+def _sliced_runs(executable: ExecutableLike,
+                 plan: MemoryPlan) -> list[tuple[int, int, str]]:
+    """(first step, last step, description) of the runs the plan slices over the batch:
+    known where ``plan`` is the last run's or the static shapes' plan."""
+    bound = None
+    last = getattr(executable, "last_plan", None)
+    inputs = getattr(executable, "inputs", None)
+    if last is not None and getattr(last[1], "memory", None) is plan:
+        bound = last[1]
+    elif inputs is not None and all(spec.desc.is_static for spec in inputs):
+        from ge.compiler.loader import static_plan
+
+        candidate = static_plan(executable)[1]  # type: ignore[arg-type]
+        bound = candidate if candidate.memory == plan else None
+    runs = []
+    for sliced, first, last_name in getattr(bound, "slicings", ()):
+        runs.append((sliced.first, sliced.last,
+                     f"{first} .. {last_name}: {sliced.last - sliced.first + 1} steps run "
+                     f"{sliced.width} of {sliced.batch} samples at a time"))
+    return runs
+
+
 def _memory_section(executable: ExecutableLike, plan: Optional[MemoryPlan],
                     colors: ColorMap) -> list[str]:
     body = ["<h2>Memory plan</h2>"]
@@ -120,8 +142,12 @@ def _memory_section(executable: ExecutableLike, plan: Optional[MemoryPlan],
                 f"{len(plan.views)} views. x: step, y: arena offset; hover for the "
                 "values. Graph inputs, constants and outputs, and values an engine "
                 "allocates itself, live outside the arena and are not drawn.</p>")
+    sliced = _sliced_runs(executable, plan)
+    if sliced:
+        body.append(f"<p>{len(sliced)} runs of steps go a few samples of the batch at a "
+                    "time (shaded): their inner values are planned at one slice's size.</p>")
     body.append(timeline_svg(buffers, len(executable.steps), plan.arena_bytes,
-                             plan.lower_bound_bytes, colors))
+                             plan.lower_bound_bytes, colors, sliced))
     rows = "".join(f'<tr><td class="name">{escape(name)}</td><td>{format_bytes(size)}</td>'
                    f"</tr>" for name, size in sorted(figures.get("strategies", {}).items()))
     body.append(f"<table><tr><th>placement strategy tried</th><th>arena</th></tr>{rows}"

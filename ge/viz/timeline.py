@@ -155,11 +155,18 @@ def _axes(steps: int, arena: float, x_of: float, y_of: float, plot_width: float
     return items
 
 
+#: the fill behind the steps of a run that goes slice by slice over the batch
+SLICED_FILL = "#e3eefa"
+
+
 def timeline_drawing(buffers: Sequence[TimelineBuffer], steps: int, arena_bytes: int,
                      lower_bound_bytes: Optional[int] = None,
-                     colors: Optional[ColorMap] = None) -> Drawing:
+                     colors: Optional[ColorMap] = None,
+                     sliced: Sequence[tuple[int, int, str]] = ()) -> Drawing:
     """The timeline as a drawing: one rectangle (role ``buffer``) per buffer, coloured by
-    the op that writes it, with a tooltip naming the value, its shape, size and steps."""
+    the op that writes it, with a tooltip naming the value, its shape, size and steps.
+    ``sliced``: (first step, last step, description) of each run of steps that goes
+    slice by slice over the batch, drawn as a band behind its buffers (role ``sliced``)."""
     colors = colors or ColorMap()
     steps = max(steps, 1)
     arena = float(max(arena_bytes, max((b.offset + b.size for b in buffers), default=0), 1))
@@ -167,6 +174,12 @@ def timeline_drawing(buffers: Sequence[TimelineBuffer], steps: int, arena_bytes:
     x_of = plot_width / steps
     y_of = PLOT_HEIGHT / arena
     items: list[Item] = []
+    for first, last, what in sliced:
+        items.append(Rect(AXIS_LEFT + first * x_of, TOP, (last - first + 1) * x_of,
+                          PLOT_HEIGHT, SLICED_FILL, None, role="sliced", key=f"{first}-{last}",
+                          tooltip=what))
+        items.append(Text(AXIS_LEFT + first * x_of + 2, TOP + 2, "sliced", "#2c5d8f",
+                          small=True, anchor="start"))
     for buffer in buffers:
         shared = f"; shared with {', '.join(buffer.sharing)}" if buffer.sharing else ""
         tip = (f"{buffer.value} ({buffer.op_type}) {buffer.dtype}{list(buffer.shape)}: "
@@ -202,7 +215,9 @@ def timeline_drawing(buffers: Sequence[TimelineBuffer], steps: int, arena_bytes:
 
 def timeline_svg(buffers: Sequence[TimelineBuffer], steps: int, arena_bytes: int,
                  lower_bound_bytes: Optional[int] = None,
-                 colors: Optional[ColorMap] = None) -> str:
-    """The timeline as an ``<svg>`` element, one ``<rect class="buffer">`` per buffer."""
-    return to_svg(timeline_drawing(buffers, steps, arena_bytes, lower_bound_bytes, colors),
-                  standalone=False)
+                 colors: Optional[ColorMap] = None,
+                 sliced: Sequence[tuple[int, int, str]] = ()) -> str:
+    """The timeline as an ``<svg>`` element, one ``<rect class="buffer">`` per buffer
+    (and one ``<rect class="sliced">`` per run of steps sliced over the batch)."""
+    return to_svg(timeline_drawing(buffers, steps, arena_bytes, lower_bound_bytes, colors,
+                                   sliced), standalone=False)

@@ -226,3 +226,19 @@ def test_a_run_whose_step_reads_whole_what_the_run_makes_is_not_sliced():
     found = plan_slices(steps, kinds, descs, [True] * 3, frozenset(), frozenset({0, 2, 4}),
                         limit=1 << 16)
     assert found == []
+
+
+def test_the_report_page_shades_the_sliced_runs_of_the_memory_timeline(net, monkeypatch,
+                                                                      tmp_path):
+    from ge import viz
+
+    _model, graph = net
+    monkeypatch.setenv(VARIABLE, str(SMALL))
+    _out, executable = _run(graph, np.ones((BATCH, 3, 32, 32), np.float32))
+    runs = executable.memory["batch_slices"]
+    text = viz.report_html(graph, executable, tmp_path / "r.html").read_text()
+    assert text.count('class="sliced"') == len(runs) > 0
+    assert f"{runs[0]['first']} .. {runs[0]['last']}" in text
+    monkeypatch.setenv(VARIABLE, "0")
+    _out, plain = _run(graph, np.ones((BATCH, 3, 32, 32), np.float32))
+    assert 'class="sliced"' not in viz.report_html(graph, plain, tmp_path / "p.html").read_text()
