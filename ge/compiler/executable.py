@@ -185,7 +185,7 @@ class Executable:
                 f"  batch sliced: {run['steps']} steps {run['first']!r} .. {run['last']!r} "
                 f"run {run['width']} of {run['batch']} samples at a time ({run['slices']} "
                 f"slices; largest step moves {_mib(run['largest_step_bytes'])} at the whole "
-                f"batch; inner values {_mib(run['inner_bytes'])}, held at one slice's size)")
+                f"batch; inner values {_mib(run['inner_bytes'])} at one slice's size)")
         for what, key in (("copied into their slot", "copied_into_slot"),
                           ("kept outside the arena (size known only once computed)",
                            "outside_arena")):
