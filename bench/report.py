@@ -28,3 +28,29 @@ def write_section(name: str, text: str, path: Path = DOC) -> None:
         updated = current.rstrip("\n") + "\n\n" + text + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(updated)
+
+
+def cpu_times() -> tuple[int, int]:
+    """(all CPU time, the time the hypervisor gave other guests: steal), in the clock
+    ticks of Linux's ``/proc/stat``; (0, 0) where there is no such file."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except (OSError, IndexError):
+        return 0, 0
+    ticks = [int(f) for f in fields[:8]]
+    return sum(ticks), ticks[7] if len(ticks) > 7 else 0
+
+
+def noise_note(start: tuple[int, int], end: tuple[int, int]) -> str:
+    """A sentence on how busy the machine's other tenants kept it between two
+    ``cpu_times`` readings: the stolen share of CPU time and the load average."""
+    total, steal = end[0] - start[0], end[1] - start[1]
+    if total <= 0:
+        return ""
+    import os
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"During the run the hypervisor gave {100 * steal / total:.1f} % of the CPU "
+            f"time to other guests (steal); load average at the end {load:.2f}. On a "
+            "machine shared with other tenants the (!) flags and the rounds' spread say "
+            "how far a figure is to be trusted.")

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from bench.report import markers, write_section  # noqa: E402
+from bench.report import cpu_times, markers, noise_note, write_section  # noqa: E402
 from examples import zoo  # noqa: E402
 from ge import benchmark  # noqa: E402
 
@@ -94,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = ["| model | batch | GE ms | onnxruntime ms | PyTorch ms | GE / onnxruntime "
                "| GE / PyTorch |", "|---|---|---|---|---|---|---|"]
     details: list[str] = []
+    start = cpu_times()
     with tempfile.TemporaryDirectory() as folder:
         for name in args.models:
             for batch in args.batches:
@@ -110,7 +111,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(row, flush=True)
                 details += ["", f"{name}, batch {batch}:", "",
                             *benchmark.table(result, flops, peak)]
-    text = "\n".join(lines + summary + ["", "### Each contender, in the harness and alone"]
+    noise = noise_note(start, cpu_times())
+    text = "\n".join(lines + summary + ([""] + [noise] if noise else [])
+                     + ["", "### Each contender, in the harness and alone"]
                      + details + [END])
     print(text)
     if not args.no_write:
