@@ -72,15 +72,23 @@ class Executable:
         (every intermediate in its own buffer), ``planned_bytes`` (the arena),
         ``lower_bound_bytes`` (the most bytes live at one step), ``inplace_count``, and
         what ran outside the plan. Empty before the first run of a dynamic graph."""
-        if self.last_plan is not None:
-            shapes, bound = self.last_plan
-            return dict(bound.report(shapes))
-        if not all(spec.desc.is_static for spec in self.inputs):
+        found = self.bound_plan()
+        if found is None:
             return {}
+        shapes, bound = found
+        return dict(bound.report(shapes))
+
+    def bound_plan(self) -> Optional[tuple[dict[str, tuple[int, ...]], Any]]:
+        """The input shapes and bound plan (memory plan, batch slicings) of the latest
+        run, or, before any run, of the graph's own input shapes when they are all
+        known; ``None`` before the first run of a dynamic graph."""
+        if self.last_plan is not None:
+            return self.last_plan
+        if not all(spec.desc.is_static for spec in self.inputs):
+            return None
         from ge.compiler.loader import static_plan
 
-        shapes, bound = static_plan(self)
-        return dict(bound.report(shapes))
+        return static_plan(self)
 
     @property
     def input_names(self) -> list[str]:

@@ -57,6 +57,8 @@ class ExecutableLike(Protocol):
     @property
     def last_plan(self) -> Any: ...
 
+    def bound_plan(self) -> Any: ...
+
     def summary(self) -> str: ...
 
     def report_text(self) -> str: ...
@@ -108,16 +110,8 @@ def _sliced_runs(executable: ExecutableLike,
                  plan: MemoryPlan) -> list[tuple[int, int, str]]:
     """(first step, last step, description) of the runs the plan slices over the batch:
     known where ``plan`` is the last run's or the static shapes' plan."""
-    bound = None
-    last = getattr(executable, "last_plan", None)
-    inputs = getattr(executable, "inputs", None)
-    if last is not None and getattr(last[1], "memory", None) is plan:
-        bound = last[1]
-    elif inputs is not None and all(spec.desc.is_static for spec in inputs):
-        from ge.compiler.loader import static_plan
-
-        candidate = static_plan(executable)[1]  # type: ignore[arg-type]
-        bound = candidate if candidate.memory == plan else None
+    found = executable.bound_plan()
+    bound = found[1] if found is not None and found[1].memory == plan else None
     runs = []
     for sliced, first, last_name in getattr(bound, "slicings", ()):
         runs.append((sliced.first, sliced.last,
