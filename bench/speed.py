@@ -8,16 +8,20 @@ warmed up on its own, then blocks of runs alternating over several rounds, media
 Each contender is also timed alone in a fresh process, and an in-harness figure more
 than 10 % off its solo figure is flagged (!). Achieved GFLOP/s (GE's cost model's FLOPs
 over the median time) is shown against the machine's measured float32 matmul peak (the
-faster of NumPy's BLAS and oneDNN).
+faster of NumPy's BLAS and oneDNN). The summary is measured again, in the harness only,
+in a child process with OpenBLAS's core type switched (``OPENBLAS_CORETYPE=Haswell`` set
+where it was unset, unset where it was set): it picks NumPy's matrix-product kernels.
 
     python bench/speed.py                          # writes the speed section of the docs
     python bench/speed.py --models resnet18 --batches 1 --rounds 3 --no-write
+    python bench/speed.py --no-other-blas             # skip the second BLAS setting
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -62,24 +66,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--block-seconds", type=float, default=0.5)
     parser.add_argument("--no-solo", action="store_true")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--no-other-blas", action="store_true",
+                        help="do not measure the summary again under the other "
+                             "OPENBLAS_CORETYPE setting")
+    parser.add_argument("--summary-only", action="store_true",
+                        help="print the BLAS settings, the matmul peaks and the summary "
+                             "rows only (what the run under the other setting reports)")
     args = parser.parse_args(argv)
+    if args.summary_only:
+        args.no_solo = args.no_write = args.no_other_blas = True
     info = benchmark.machine()
     peaks = benchmark.matmul_peaks()
     peak = max(peaks.values())
     import onnxruntime
     import torch
 
-    settings = ", ".join(f"`{k}={v}`" for k, v in info["blas_settings"].items()) or \
-        "no BLAS variables set"
+    settings = _settings(info["blas_settings"])
+    peak_text = ", ".join(f"{name} {rate:.0f} GFLOP/s" for name, rate in peaks.items())
+    if args.summary_only:
+        print(f"SETTINGS {settings}\nPEAKS {peak_text}", flush=True)
     lines = [BEGIN, "## Speed: GE against onnxruntime and PyTorch eager", "",
              f"Measured by `python bench/speed.py` on {time.strftime('%Y-%m-%d')}: "
              f"{info['cpu']}, {info['cores']} cores; Python {info['python']}, NumPy "
              f"{info['numpy']} with {info['blas']} ({settings}); onnxruntime "
              f"{onnxruntime.__version__}; PyTorch {torch.__version__}; oneDNN "
              f"{info['onednn'] or 'not installed'} (the onednn engine). float32 matmul "
-             f"peak here (1024^3, the faster library counts): "
-             + ", ".join(f"{name} {rate:.0f} GFLOP/s" for name, rate in peaks.items())
-             + ". GE at level 3 on its default engines; "
+             f"peak here (1024^3, the faster library counts): {peak_text}"
+             ". GE at level 3 on its default engines; "
              "onnxruntime with default options; PyTorch eager under `inference_mode`. Each "
              f"contender warmed up alone, then blocks of about {args.block_seconds} s "
              f"alternating over {args.rounds} rounds (each block after 2 untimed runs); "
@@ -108,17 +121,54 @@ def main(argv: list[str] | None = None) -> int:
                        f"{result.spread('ge', 'onnxruntime')} | "
                        f"{result.spread('ge', 'torch')} |")
                 summary.append(row)
-                print(row, flush=True)
+                print(("ROW " if args.summary_only else "") + row, flush=True)
                 details += ["", f"{name}, batch {batch}:", "",
                             *benchmark.table(result, flops, peak)]
     noise = noise_note(start, cpu_times())
-    text = "\n".join(lines + summary + ([""] + [noise] if noise else [])
+    if args.summary_only:
+        return 0
+    other = [] if args.no_other_blas else other_blas(args)
+    text = "\n".join(lines + summary + ([""] + [noise] if noise else []) + other
                      + ["", "### Each contender, in the harness and alone"]
                      + details + [END])
     print(text)
     if not args.no_write:
         write_section("speed", text)
     return 0
+
+
+def _settings(found: dict[str, str]) -> str:
+    return ", ".join(f"`{k}={v}`" for k, v in found.items()) or "no BLAS variables set"
+
+
+def other_blas(args: argparse.Namespace) -> list[str]:
+    """The summary measured again in a child process under the other OpenBLAS core type
+    (the harness only, no solo runs), as lines of the document."""
+    environment = dict(os.environ)
+    if "OPENBLAS_CORETYPE" in environment:
+        del environment["OPENBLAS_CORETYPE"]
+    else:
+        environment["OPENBLAS_CORETYPE"] = "Haswell"
+    command = [sys.executable, __file__, "--summary-only", "--rounds", str(args.rounds),
+               "--block-seconds", str(args.block_seconds), "--models", *args.models,
+               "--batches", *map(str, args.batches)]
+    done = subprocess.run(command, env=environment, capture_output=True, text=True,
+                          check=False)
+    found = {key: line[len(key) + 1:] for line in done.stdout.splitlines()
+             for key in ("SETTINGS", "PEAKS") if line.startswith(key + " ")}
+    rows = [line[4:] for line in done.stdout.splitlines() if line.startswith("ROW ")]
+    if done.returncode != 0 or not rows:
+        return ["", "### The other OpenBLAS setting", "",
+                f"The run under the other setting failed (exit {done.returncode}): "
+                f"{done.stderr.strip().splitlines()[-1:] or ''}"]
+    return ["", "### The other OpenBLAS setting", "",
+            f"The same harness (no solo runs) in a child process with "
+            f"{found.get('SETTINGS', '?')}; matmul peak there: {found.get('PEAKS', '?')}. "
+            "OpenBLAS's core type picks the kernels of NumPy's matrix products, which GE "
+            "runs where a step computes with NumPy; onnxruntime and PyTorch bring their "
+            "own matrix-product kernels.", "",
+            "| model | batch | GE ms | onnxruntime ms | PyTorch ms | GE / onnxruntime "
+            "| GE / PyTorch |", "|---|---|---|---|---|---|---|", *rows]
 
 
 if __name__ == "__main__":
