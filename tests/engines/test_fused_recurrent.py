@@ -359,7 +359,8 @@ def test_lstm_states_written_over_the_initial_states_they_start_from():
 @pytest.mark.parametrize("refused", [False, True])
 def test_the_input_projection_runs_on_onednn_or_numpy(refused, monkeypatch):
     """X @ W^T through a oneDNN product (weights packed once, a primitive per row count)
-    where oneDNN takes it, through NumPy where it refuses: the same numbers."""
+    where oneDNN takes it, through NumPy where it refuses and for one row of small
+    weights: the same numbers."""
     from ge.engines.onednn import _lib
 
     if refused:
@@ -374,7 +375,13 @@ def test_the_input_projection_runs_on_onednn_or_numpy(refused, monkeypatch):
         rows = RNG.standard_normal((count, 24)).astype(np.float32)
         assert_close(project(rows), rows.astype(np.float64) @ weights, accumulate=True)
     made = [p for p in project._primitives.values() if p is not None]
-    assert len(made) == (0 if refused else 2)  # 7 and 1 rows; 0 rows never asks oneDNN
+    # 7 rows; one row of 24 x 40 weights goes to NumPy's dot; 0 rows never asks oneDNN
+    assert len(made) == (0 if refused else 1)
+    monkeypatch.setattr(recurrent, "SMALL_PROJECTION_MACS", 0)
+    rows = RNG.standard_normal((1, 24)).astype(np.float32)
+    assert_close(project(rows), rows.astype(np.float64) @ weights, accumulate=True)
+    made = [p for p in project._primitives.values() if p is not None]
+    assert len(made) == (0 if refused else 2)  # now one row asks oneDNN too
 
 
 # -- both directions at once -------------------------------------------------------------

@@ -1,18 +1,20 @@
 """Recurrences compiled by numba: ONNX's ``LSTM``, ``GRU`` and ``RNN``, a whole sequence in
 one compiled call per direction.
 
-A run projects the input of every step and direction at once, ``X @ W^T``, in one
-matrix product: oneDNN's, with ``W^T`` packed once for its kernel, where the library is
-present (2-5x NumPy's BLAS on the sizes recurrent models have: 81 x 512 by 512 x 2048,
-0.34 against 0.95 ms), else NumPy's. A compiled loop then walks the time steps: each
-adds the biases and the recurrent product ``H @ R^T`` (explicit loops over ``R^T``, laid
-out once at bind time, whose innermost loop runs along contiguous memory so that LLVM
-vectorizes it) and applies the gates. Sigmoid and tanh are computed inside the loop from
-an ``expm1`` of our own, a Cody-Waite reduction and a degree-7 Taylor polynomial, in
-loops LLVM vectorizes (within 2.5 ulp of the exact values for |x| <= 87, measured; below -87 the
-sigmoid gives 1.6e-38): libm's scalar calls, which numba would make, are not
-vectorized and cost more than the recurrent product. ``Y``, ``Y_h`` and ``Y_c`` are
-written straight into the arrays the run hands over, in either layout.
+A run projects the input of every step and direction at once, ``X @ W^T``, in one matrix
+product: oneDNN's, with ``W^T`` packed once for its kernel, where the library is present
+(2-5x NumPy's BLAS on the sizes recurrent models have: 81 x 512 by 512 x 2048, 0.34
+against 0.95 ms), else NumPy's, which also takes one row of small weights
+(``SMALL_PROJECTION_MACS``: a model that runs one step a call). A compiled loop then
+walks the time steps: each adds the biases and the recurrent product ``H @ R^T``
+(explicit loops over ``R^T``, laid out once at bind time, whose innermost loop runs
+along contiguous memory so that LLVM vectorizes it) and applies the gates. Sigmoid and
+tanh are computed inside the loop from an ``expm1`` of our own, a Cody-Waite reduction
+and a degree-7 Taylor polynomial, in loops LLVM vectorizes (within 2.5 ulp of the exact
+values for |x| <= 87, measured; below -87 the sigmoid gives 1.6e-38): libm's scalar
+calls, which numba would make, are not vectorized and cost more than the recurrent
+product. ``Y``, ``Y_h`` and ``Y_c`` are written straight into the arrays the run hands
+over, in either layout.
 
 A step past a batch entry's ``sequence_lens`` leaves its states as they were and
 writes zeros into its ``Y`` row of that time; the reverse direction starts from the
@@ -592,9 +594,18 @@ def _layout_direction(node: Node, d: int, relu: bool) -> _Direction:
     return _Direction(reverse, bias, transposed, candidate, candidate_bias, peephole, relu)
 
 
+#: the most multiply-adds of an input projection of one row that NumPy's ``dot`` computes
+#: rather than oneDNN: a vector-matrix product this small costs less in NumPy than a
+#: oneDNN call waking its threads (measured on 2 cores, 1 x 128 by 128 x 512: 2.7 us
+#: against 5.1; 1 x 64 by 64 x 256: 0.9 against 4.3; 1 x 256 by 256 x 1024: 10.8 against
+#: 7.8). A voice-activity detector's LSTM runs one step a call.
+SMALL_PROJECTION_MACS = 1 << 16
+
+
 class _Projection:
     """``rows @ weights`` into a new array: a oneDNN matrix product per row count (the
-    weights packed once for it), NumPy's ``dot`` where oneDNN is absent or refuses."""
+    weights packed once for it), NumPy's ``dot`` where oneDNN is absent or refuses, and
+    for one row of at most ``SMALL_PROJECTION_MACS`` multiply-adds."""
 
     def __init__(self, weights: np.ndarray) -> None:
         self.weights = weights
@@ -612,7 +623,9 @@ class _Projection:
 
     def __call__(self, rows: np.ndarray) -> np.ndarray:
         out = np.empty((rows.shape[0], self.weights.shape[1]), np.float32)
-        primitive = self._primitive(rows, out) if self._lib is not None and rows.size else None
+        small = rows.shape[0] == 1 and self.weights.size <= SMALL_PROJECTION_MACS
+        primitive = self._primitive(rows, out) \
+            if self._lib is not None and rows.size and not small else None
         if primitive is None:
             np.dot(rows, self.weights, out=out)
         else:
