@@ -20,7 +20,7 @@ from ge.ops.registry import (
 )
 from ge.ops.shape_utils import broadcast_dim
 
-__all__ = ["einsum_output_shape"]
+__all__ = ["einsum_output_shape", "einsum_labels", "split_equation"]
 
 
 # -- Einsum -----------------------------------------------------------------------------
@@ -48,7 +48,7 @@ def split_equation(equation: str, count: int) -> tuple[list[str], str]:
     return terms, right
 
 
-def _labels(term: str, rank: int) -> list[str]:
+def einsum_labels(term: str, rank: int) -> list[str]:
     """One label per dimension; ellipsis dimensions are '#k', k counted from its end."""
     if _ELLIPSIS not in term:
         if len(term) != rank:
@@ -67,7 +67,7 @@ def einsum_output_shape(equation: str, shapes: Sequence[Sequence[Dim]]) -> tuple
     sizes: dict[str, Dim] = {}
     hidden = 0
     for term, shape in zip(terms, shapes):
-        labels = _labels(term, len(shape))
+        labels = einsum_labels(term, len(shape))
         hidden = max(hidden, sum(label.startswith("#") for label in labels))
         for label, dim in zip(labels, shape):
             merged = broadcast_dim(sizes.get(label, 1), dim)
@@ -78,7 +78,7 @@ def einsum_output_shape(equation: str, shapes: Sequence[Sequence[Dim]]) -> tuple
     if output.count(_ELLIPSIS) > 1 or any(output.count(c) > 1 for c in output.replace(".", "")):
         raise ValueError(f"output term {output!r} repeats a label")
     rank = len(output.replace(_ELLIPSIS, "")) + (hidden if _ELLIPSIS in output else 0)
-    labels = _labels(output, rank)
+    labels = einsum_labels(output, rank)
     missing = [label for label in labels if label not in sizes]
     if missing:
         raise ValueError(f"output labels {missing} appear in no input term")

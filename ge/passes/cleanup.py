@@ -693,6 +693,67 @@ def _where_constant(node: Node) -> Optional[Outcome]:
     return None
 
 
+def _einsum_terms(node: Node) -> Optional[tuple[list[str], list[str], list[str]]]:
+    """The labels of each dimension of an Einsum's two operands and of its output (an
+    ellipsis' dimensions labelled by their place from its end), or None."""
+    from ge.ops.linalg import einsum_labels, split_equation
+
+    left, right = node.inputs[0], node.inputs[1]
+    if left is None or right is None:
+        return None
+    try:
+        (a, b), out = split_equation(str(node.attrs["equation"]), 2)
+        return (einsum_labels(a, len(left.shape)), einsum_labels(b, len(right.shape)),
+                einsum_labels(out, len(node.outputs[0].shape)))
+    except ValueError:
+        return None
+
+
+def _einsum_product(node: Node) -> Optional[Outcome]:
+    """An Einsum that is a matrix product -> ``MatMul`` (over the right operand's last
+    two dimensions swapped where the equation contracts its last): ``bij,jk->bik``,
+    ``bhqk,bhkd->bhqd``, ``bhqd,bhkd->bhqk``, ``bid,nd->bin``. The product engines
+    take a MatMul (a weight packed once, the fusions after it); an Einsum is a generic
+    contraction."""
+    graph, out = node.graph, node.outputs[0]
+    if graph is None or len(node.inputs) != 2 or not out.dtype.is_float:
+        return None
+    found = _einsum_terms(node)
+    if found is None:
+        return None
+    a, b, labels = found
+    if not a or len(b) < 2 or len(set(a)) != len(a) or len(set(b)) != len(b) or \
+            len(set(labels)) != len(labels):
+        return None
+    contracted = a[-1]
+    if contracted in labels:
+        return None
+    if len(b) == 2:
+        batch_ok = True
+    else:  # batched: the same batch labels, in the same places, before the matrices
+        batch_ok = len(a) == len(b) and a[:-2] == b[:-2]
+    last_two = b[-2:]
+    if not batch_ok or contracted not in last_two:
+        return None
+    column = last_two[1] if last_two[0] == contracted else last_two[0]
+    if column in a or labels != a[:-1] + [column]:
+        return None
+    right = node.inputs[1]
+    assert right is not None
+    if last_two[1] == contracted:  # [.., n, k]: the product reads its transpose
+        perm = list(range(len(b)))
+        perm[-2], perm[-1] = perm[-1], perm[-2]
+        right = create_node("Transpose", [right], {"perm": perm},
+                            graph.unique_name(f"{node.name}/transposed"), graph).outputs[0]
+    product = create_node("MatMul", [node.inputs[0], right], {},
+                          graph.unique_name(f"{node.name}/matmul"), graph)
+    if not same_shape(product.outputs[0].shape, out.shape):
+        graph.remove_node(product)
+        return None
+    product.outputs[0].format = out.format
+    return Outcome("Einsum as MatMul", product.outputs[0], rewritten=True)
+
+
 #: each rule, and the trait of the ops it applies to
 _TRAIT_RULES: tuple[tuple[Trait, Rule], ...] = (
     (Trait.IDENTITY_ELEMENT, _identity_element),
@@ -715,7 +776,9 @@ class AlgebraicSimplificationPass(_ForwardingPass):
     (``Exp``, ``Sigmoid``, ``Softmax``, ...); ``f(x, x)`` -> ``x`` (``Max``, ``Min``,
     ``And``, ``Or``); ``Where(constant true, a, b)`` -> ``a``; integer ``x*0`` -> a zeros
     constant. Which ops have which property is asked of the registry (``Trait``), where
-    each op declares it.
+    each op declares it. And one rewrite into a cheaper form: an ``Einsum`` that is a
+    (batched) matrix product -> ``MatMul``, over a ``Transpose`` of the right operand's
+    last two dimensions where the equation contracts its last (``bhqd,bhkd->bhqk``).
 
     Broadcast-aware: ``x * ones`` is ``x`` only when the result has x's shape (and
     dtype), so ``x[3] * ones[2,3]`` stays. ``x + 0`` turns ``-0.0`` into ``+0.0``; that
@@ -724,7 +787,8 @@ class AlgebraicSimplificationPass(_ForwardingPass):
     """
 
     summary = "simplified {count} expressions ({kinds})"
-    rules: dict[Optional[str], list[Rule]] = {"Mul": [_times_zero], "Where": [_where_constant]}
+    rules: dict[Optional[str], list[Rule]] = {"Mul": [_times_zero], "Where": [_where_constant],
+                                              "Einsum": [_einsum_product]}
 
     def rules_for(self, op_type: str) -> list[Rule]:
         """The rules of the op's traits (asked of the registry), then those by op type."""

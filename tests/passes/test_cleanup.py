@@ -378,6 +378,47 @@ def test_where_with_a_constant_condition_picks_its_branch():
     assert exprs(after) == ["Neg(a)"]
 
 
+@pytest.mark.parametrize("equation, a, b, want", [
+    ("bij,jk->bik", [2, 3, 4], [4, 5], "MatMul(a, b)"),
+    ("bhqk,bhkd->bhqd", [1, 2, 3, 4], [1, 2, 4, 5], "MatMul(a, b)"),
+    ("bhqd,bhkd->bhqk", [1, 2, 3, 4], [1, 2, 5, 4], "MatMul(a, Transpose{perm=[0, 1, 3, 2]}(b))"),
+    ("bid,nd->bin", [2, 3, 4], [5, 4], "MatMul(a, Transpose{perm=[1, 0]}(b))"),
+    ("...ij,...jk->...ik", [2, 3, 4], [2, 4, 5], "MatMul(a, b)"),
+    ("ij,jk", [3, 4], [4, 5], "MatMul(a, b)"),  # the implicit output, ik
+    ("ij,kj->ik", [3, 4], [5, 4], "MatMul(a, Transpose{perm=[1, 0]}(b))"),
+])
+def test_an_einsum_that_is_a_matrix_product_becomes_a_matmul(equation, a, b, want):
+    before = Graph("einsum")
+    left, right = data(before, "a", a), data(before, "b", b)
+    before.set_outputs([op(before, "Einsum", left, right, equation=equation, name="y")])
+
+    after, records = run_pass(before, AlgebraicSimplificationPass())
+
+    assert exprs(after) == [want]
+    assert after.outputs[0].name == "y"
+    assert notes(records) == "rewrote 1 into cheaper forms (Einsum as MatMul 1)"
+    feeds = feeds_for(before)
+    np.testing.assert_allclose(evaluate(after, feeds)["y"],
+                               np.einsum(equation, feeds["a"], feeds["b"]), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("equation, a, b", [
+    ("bij,jk->bki", [2, 3, 4], [4, 5]),    # the output's order is not a product's
+    ("ii,ij->ij", [3, 3], [3, 4]),         # a diagonal
+    ("ji,jk->ik", [4, 3], [4, 5]),         # the left operand contracts its first axis
+    ("bij,cjk->bcik", [2, 3, 4], [2, 4, 5]),  # different batch labels: an outer product
+    ("ij,jk->ijk", [3, 4], [4, 5]),        # nothing contracted
+])
+def test_an_einsum_that_is_no_plain_product_stays(equation, a, b):
+    before = Graph("einsum")
+    left, right = data(before, "a", a), data(before, "b", b)
+    before.set_outputs([op(before, "Einsum", left, right, equation=equation, name="y")])
+
+    after, _ = run_pass(before, AlgebraicSimplificationPass())
+
+    assert [n.op_type for n in after.nodes if n.op_type != "Data"] == ["Einsum"]
+
+
 # -- property: random graphs -------------------------------------------------------------------
 
 UNARY = ["Identity", "Relu", "Neg", "Abs", "Exp"]
