@@ -1,9 +1,10 @@
-"""The sigmoid, swish and tanh kernel on oneDNN's OpenMP threads, against float64 NumPy written
-here; and its use by the oneDNN engine, for a convolution's activation and for the
-activation ops, against the NumPy engine."""
+"""The sigmoid, swish, tanh and erf kernel on oneDNN's OpenMP threads, against float64
+NumPy written here (and Python's ``math.erf``); and its use by the oneDNN engine, for a
+convolution's activation and for the activation ops, against the NumPy engine."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,8 @@ def _check(function: str, x: np.ndarray, got: np.ndarray) -> None:
     want = x * gate if function == "swish" else gate
     if function == "tanh":
         want = np.tanh(x.astype(np.float64))
+    if function == "erf":
+        want = np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64))
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     finite = np.isfinite(want)
     np.testing.assert_array_equal(got[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)])
@@ -92,6 +95,22 @@ def test_the_onednn_engine_s_sigmoid_swish_and_tanh(op_type: str, fast: bool,
     reference = ge.Session(ge.compile(graph, opt_level=0, engines=["numpy"]))
     np.testing.assert_allclose(got, reference.run({"x0": x})["op"], rtol=2e-6, atol=1e-6)
     assert calls == ([op_type.lower()] if fast else [])
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_erf_runs_on_the_kernel_and_is_declined_without_it(fast: bool, monkeypatch) -> None:
+    """oneDNN has no erf: the engine takes Erf only where the kernel runs."""
+    if not fast:
+        monkeypatch.setenv(activation.VARIABLE, "0")
+    x = (_f32(1, 128, 3072) * 3).astype(np.float32)
+    x[0, 0, :len(EDGES)] = EDGES
+    graph = _graph("Erf", [x], {})
+    executable = ge.compile(graph, opt_level=0, engines=["onednn", "numpy"])
+    assert executable.report["engines_by_op"].get("onednn") == ({"Erf": 1} if fast else None)
+    got = ge.Session(executable).run({"x0": x})["op"]
+    want = np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=3e-7, atol=2e-7)
 
 
 def test_a_swish_of_another_alpha_is_not_taken() -> None:

@@ -8,7 +8,8 @@ oneDNN's candidates timed at its first run, ``tuning``); 2-D ``ConvTranspose`` (
 ``MatMul``/``MatMulBiasAdd``/``Gemm`` with a constant weight packed for its kernel, or
 two computed operands as a batched product (``linear``); scaled dot-product
 ``Attention`` (``attention``); on large arrays, unary activations such as ``Tanh``,
-``Exp`` and ``Sigmoid``, and ``Softmax`` (``eltwise``), and broadcasting ``Add``,
+``Exp``, ``Sigmoid`` and (on the fused engine's kernel) ``Erf``, and ``Softmax``
+(``eltwise``), and broadcasting ``Add``,
 ``Sub``, ``Mul`` and ``Div`` (``binary``); ``LayerNormalization``
 (``norm``); nearest ``Resize`` by
 whole-number factors and large ``Transpose`` as reorders, linear ``Resize`` of
@@ -57,7 +58,8 @@ def _table() -> dict[str, tuple[Callable[[Node], bool], Callable[[Node], BoundNo
         recurrent,
     )
 
-    table = {op: (eltwise.check_unary, eltwise.bind_unary) for op in eltwise.UNARY}
+    table = {op: (eltwise.check_unary, eltwise.bind_unary)
+             for op in (*eltwise.UNARY, *eltwise.FAST_ONLY)}
     table["Softmax"] = (eltwise.check_softmax, eltwise.bind_softmax)
     table.update({op: (binary.check_binary, binary.bind_binary) for op in binary.BINARY})
     table["LayerNormalization"] = (norm.check_layer_norm, norm.bind_layer_norm)
