@@ -19,7 +19,7 @@ import numpy as np
 
 from ge.compiler.executable import Executable, Step
 from ge.compiler.signature import concrete_descs
-from ge.compiler.slicing import Separable, Slicing, budget, plan_slices, separable
+from ge.compiler.slicing import Separable, Slicing, budget, nbytes, plan_slices, separable
 from ge.compiler.streams import data_producers, memory_predecessors, ordering_waits
 from ge.engines import BoundKernel, get_engine
 from ge.ir import Node, Tensor
@@ -69,7 +69,7 @@ class BoundPlan:
         sliced = [{"first": first, "last": last, "steps": s.last - s.first + 1,
                    "batch": s.batch, "slices": len(s.slices), "width": s.width,
                    "largest_step_bytes": s.moved_bytes,
-                   "inner_bytes": sum(_nbytes(self.memory.descs[slot]) for slot in s.inner)}
+                   "inner_bytes": sum(nbytes(self.memory.descs[slot]) for slot in s.inner)}
                   for s, first, last in self.slicings]
         return {**self.memory.report(), "signature": {k: list(v) for k, v in signature.items()},
                 "written_in_slot": sum(1 for m in self.tasks.modes if m is Mode.WRITE),
@@ -169,7 +169,7 @@ class Program:
                              if spec.offset == FRESH and declared.get(slot) == spec.dtype)
         waits: tuple[tuple[int, ...], ...] = ()
         if self.executable.stream_count > 1:
-            sizes = {slot: _nbytes(memory.descs[slot]) for slot in memory.offsets}
+            sizes = {slot: nbytes(memory.descs[slot]) for slot in memory.offsets}
             memory_preds = memory_predecessors(steps, memory.offsets, sizes, memory.owner,
                                                memory.views)
             preds = [sorted(set(d) | set(m))
@@ -200,10 +200,6 @@ class Program:
                     for task, use in zip(self.tasks, self.uses)]
         return plan_slices([(use.inputs, use.outputs) for use in self.uses], self.separable,
                            descs, eligible, frozenset(self.executable.constants), kept, limit)
-
-
-def _nbytes(desc: tuple[tuple[int, ...], np.dtype]) -> int:
-    return int(np.prod(desc[0], dtype=np.int64)) * desc[1].itemsize
 
 
 def _out_spec(slot: int, memory: MemoryPlan, outputs: set[int]) -> OutSpec:

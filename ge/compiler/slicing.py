@@ -38,19 +38,20 @@ from typing import Optional
 import numpy as np
 
 from ge.ir import Node
-from ge.ops.registry import Trait, op_has_trait
+from ge.ops.registry import Trait, get_schema, op_has_trait
+from ge.runtime.tasks import INNER, SLICED, WHOLE
 
 __all__ = ["SLICED", "WHOLE", "INNER", "Separable", "Slicing", "separable", "plan_slices",
-           "budget", "VARIABLE"]
+           "budget", "nbytes", "VARIABLE"]
 
 #: the environment variable that sets the budget in bytes ("0": no slicing)
 VARIABLE = "GE_BATCH_SLICE_BYTES"
 #: the budget where the system names no last-level cache
 DEFAULT_BUDGET = 16 << 20
 
-#: how a step's input or output is handed to it in a slice: cut along axis 0 of the
-#: whole value, whole (a filter, a broadcast operand), or the inner value's buffer
-SLICED, WHOLE, INNER = 0, 1, 2
+# how a step's input or output is handed to it in a slice (the runtime's codes): cut
+# along axis 0 of the whole value, whole (a filter, a broadcast operand), or the inner
+# value's buffer
 
 # ops whose input 0 (and the inputs named here) carry the batch on axis 0, and whose
 # other inputs are constants read whole: each output sample depends on its input sample
@@ -96,8 +97,6 @@ def separable(node: Node, constants: frozenset[str]) -> Optional[Separable]:
         return None
     if op not in _FIRST_INPUT and op != "Concat":
         return None
-    from ge.ops.registry import get_schema
-
     schema = get_schema(op)
     cut = []
     for index, value in enumerate(node.inputs):
@@ -159,7 +158,8 @@ class Slicing:
         return max(stop - start for start, stop in self.slices)
 
 
-def _nbytes(desc: tuple[tuple[int, ...], np.dtype]) -> int:
+def nbytes(desc: tuple[tuple[int, ...], np.dtype]) -> int:
+    """The bytes of a value of this (shape, dtype)."""
     return int(np.prod(desc[0], dtype=np.int64)) * desc[1].itemsize
 
 
@@ -199,7 +199,7 @@ def plan_slices(steps: Sequence[tuple[tuple[int, ...], tuple[int, ...]]],
         if any(not descs[slot][0] or descs[slot][0][0] != batch for slot in outs):
             return None
         how = []
-        moved = sum(_nbytes(descs[slot]) for slot in outs)
+        moved = sum(nbytes(descs[slot]) for slot in outs)
         for k, slot in enumerate(ins):
             if slot < 0:
                 how.append(WHOLE)
@@ -215,7 +215,7 @@ def plan_slices(steps: Sequence[tuple[tuple[int, ...], tuple[int, ...]]],
                 return None
             how.append(SLICED if cut else WHOLE)
             if slot not in constants:
-                moved += _nbytes(descs[slot])
+                moved += nbytes(descs[slot])
         return batch, tuple(how), moved
 
     found: list[Slicing] = []

@@ -21,6 +21,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ge.ir import DataType, Graph, Node, Tensor, TensorDesc, Value, is_static, num_elements
+from ge.ops.linalg import einsum_labels, split_equation
 from ge.ops.registry import (
     AttrType,
     Trait,
@@ -696,8 +697,6 @@ def _where_constant(node: Node) -> Optional[Outcome]:
 def _einsum_terms(node: Node) -> Optional[tuple[list[str], list[str], list[str]]]:
     """The labels of each dimension of an Einsum's two operands and of its output (an
     ellipsis' dimensions labelled by their place from its end), or None."""
-    from ge.ops.linalg import einsum_labels, split_equation
-
     left, right = node.inputs[0], node.inputs[1]
     if left is None or right is None:
         return None

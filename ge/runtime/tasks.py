@@ -135,10 +135,15 @@ class TaskPlan:
     arena_bytes: int
     #: runs of tasks that go slice by slice over the batch (``SliceGroup``)
     groups: tuple[SliceGroup, ...] = ()
+    #: each group by its first task (made from ``groups``)
+    group_starts: dict[int, SliceGroup] = field(init=False, repr=False, compare=False)
     #: the plan's straight-line runner (``_straight_runner``) and the task list it was
     #: made for, once the plan has run ``STRAIGHT_AFTER`` times on one thread
     straight: list[Any] = field(default_factory=lambda: [0, None, None], compare=False,
                                 repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "group_starts", {g.first: g for g in self.groups})
 
 
 class TaskFailure(Exception):
@@ -308,7 +313,7 @@ def _run(tasks: Sequence[Task], plan: TaskPlan, arena: Arena,
             runner(values, views, complete, given, arena)
             return
     modes = plan.modes
-    starts = {group.first: group for group in plan.groups}
+    starts = plan.group_starts
     skip_to = -1
     for index in range(len(tasks)) if indices is None else indices:
         if index <= skip_to:
@@ -386,7 +391,7 @@ def _generate(tasks: Sequence[Task], plan: TaskPlan) -> Callable[..., None]:
                              "_failure": _failure, "TASKS": tasks,
                              "TaskFailure": TaskFailure}
     lines = ["def run(V, views, C, given, arena):", "    i = -1", "    try:"]
-    starts = {group.first: group for group in plan.groups}
+    starts = plan.group_starts
     inside = {index for group in plan.groups for index in range(group.first + 1, group.last + 1)}
     for index, (task, mode, specs) in enumerate(zip(tasks, plan.modes, plan.outs)):
         if index in inside:

@@ -107,6 +107,16 @@ float_of_bits: Any = _float_of_bits
 
 
 @numba.njit(inline="always", fastmath=FAST, error_model="numpy")
+def _exp_negative(t: Any) -> Any:
+    """exp(t) for t <= 0 (the reduction above; under -87, exp(-87))."""
+    t = max(t, _EXP_FLOOR)
+    k = np.floor(t * _LOG2E + _HALF)
+    r = (t - k * _LN2_HI) - k * _LN2_LO
+    p = _ONE + r * (_ONE + r * (_T2 + r * (_T3 + r * (_T4 + r * (_T5 + r * _T6)))))
+    return p * float_of_bits(np.int32(k + _EXPONENT_BIAS) << 23)
+
+
+@numba.njit(inline="always", fastmath=FAST, error_model="numpy")
 def _tanh(x: Any) -> Any:
     """tanh(x) = -m / (2 + m) for x >= 0, m = expm1(-2x) = 2^k (p + 1) - 1 with p =
     expm1(r) a degree-7 Taylor polynomial: no cancellation near 0, where m is p."""
@@ -144,14 +154,9 @@ def _erf(x: Any) -> Any:
     series = a * (c[0] + u * (c[1] + u * (c[2] + u * (c[3] + u * (c[4] + u * (
         c[5] + u * (c[6] + u * (c[7] + u * (c[8] + u * (c[9] + u * c[10]))))))))))
     t = _ONE / (_ONE + _ERF_P * a)
-    k_ = _ERF_A
-    poly = t * (k_[0] + t * (k_[1] + t * (k_[2] + t * (k_[3] + t * k_[4]))))
-    v = max(_ZERO - u, _EXP_FLOOR)
-    k = np.floor(v * _LOG2E + _HALF)
-    r = (v - k * _LN2_HI) - k * _LN2_LO
-    p = _ONE + r * (_ONE + r * (_T2 + r * (_T3 + r * (_T4 + r * (_T5 + r * _T6)))))
-    e = p * float_of_bits(np.int32(k + _EXPONENT_BIAS) << 23)
-    y = series if a < _ONE else _ONE - poly * e
+    w = _ERF_A
+    poly = t * (w[0] + t * (w[1] + t * (w[2] + t * (w[3] + t * w[4]))))
+    y = series if a < _ONE else _ONE - poly * _exp_negative(_ZERO - u)
     if x != x:  # NaN stays NaN
         y = x
     return y if x >= _ZERO else -y
@@ -166,11 +171,7 @@ def _activated(x: Any, function: Any) -> Any:
         return _tanh(x)
     if function == ERF:
         return _erf(x)
-    t = max(-abs(x), _EXP_FLOOR)
-    k = np.floor(t * _LOG2E + _HALF)
-    r = (t - k * _LN2_HI) - k * _LN2_LO
-    p = _ONE + r * (_ONE + r * (_T2 + r * (_T3 + r * (_T4 + r * (_T5 + r * _T6)))))
-    e = p * float_of_bits(np.int32(k + _EXPONENT_BIAS) << 23)
+    e = _exp_negative(-abs(x))
     s = _ONE / (_ONE + e)
     g = s if x >= _ZERO else e * s
     if x != x:  # NaN stays NaN
