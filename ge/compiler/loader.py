@@ -19,12 +19,12 @@ import numpy as np
 
 from ge.compiler.executable import Executable, Step
 from ge.compiler.signature import concrete_descs
-from ge.compiler.slicing import Separable, Slicing, budget, nbytes, plan_slices, separable
+from ge.compiler.slicing import Separable, Slicing, budget, plan_slices, separable
 from ge.compiler.streams import data_producers, memory_predecessors, ordering_waits
 from ge.engines import BoundKernel, get_engine
 from ge.ir import Node, Tensor
 from ge.ir.tensor import compute_pending
-from ge.memory import MemoryPlan, StepUse, plan_memory
+from ge.memory import MemoryPlan, StepUse, plan_memory, slot_bytes
 from ge.ops.registry import Trait, op_has_trait
 from ge.runtime.tasks import ANYWHERE, FRESH, Mode, OutSpec, SliceGroup, Task, TaskPlan
 
@@ -69,7 +69,7 @@ class BoundPlan:
         sliced = [{"first": first, "last": last, "steps": s.last - s.first + 1,
                    "batch": s.batch, "slices": len(s.slices), "width": s.width,
                    "largest_step_bytes": s.moved_bytes,
-                   "inner_bytes": sum(nbytes(self.memory.descs[slot]) for slot in s.inner)}
+                   "inner_bytes": sum(slot_bytes(self.memory.descs[slot]) for slot in s.inner)}
                   for s, first, last in self.slicings]
         return {**self.memory.report(), "signature": {k: list(v) for k, v in signature.items()},
                 "written_in_slot": sum(1 for m in self.tasks.modes if m is Mode.WRITE),
@@ -169,7 +169,7 @@ class Program:
                              if spec.offset == FRESH and declared.get(slot) == spec.dtype)
         waits: tuple[tuple[int, ...], ...] = ()
         if self.executable.stream_count > 1:
-            sizes = {slot: nbytes(memory.descs[slot]) for slot in memory.offsets}
+            sizes = {slot: slot_bytes(memory.descs[slot]) for slot in memory.offsets}
             memory_preds = memory_predecessors(steps, memory.offsets, sizes, memory.owner,
                                                memory.views)
             preds = [sorted(set(d) | set(m))

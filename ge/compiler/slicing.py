@@ -38,11 +38,12 @@ from typing import Optional
 import numpy as np
 
 from ge.ir import Node
+from ge.memory import slot_bytes
 from ge.ops.registry import Trait, get_schema, op_has_trait
 from ge.runtime.tasks import INNER, SLICED, WHOLE
 
 __all__ = ["SLICED", "WHOLE", "INNER", "Separable", "Slicing", "separable", "plan_slices",
-           "budget", "nbytes", "VARIABLE"]
+           "budget", "VARIABLE"]
 
 #: the environment variable that sets the budget in bytes ("0": no slicing)
 VARIABLE = "GE_BATCH_SLICE_BYTES"
@@ -158,11 +159,6 @@ class Slicing:
         return max(stop - start for start, stop in self.slices)
 
 
-def nbytes(desc: tuple[tuple[int, ...], np.dtype]) -> int:
-    """The bytes of a value of this (shape, dtype)."""
-    return int(np.prod(desc[0], dtype=np.int64)) * desc[1].itemsize
-
-
 def plan_slices(steps: Sequence[tuple[tuple[int, ...], tuple[int, ...]]],
                 kinds: Sequence[Optional[Separable]],
                 descs: Mapping[int, tuple[tuple[int, ...], np.dtype]],
@@ -199,7 +195,7 @@ def plan_slices(steps: Sequence[tuple[tuple[int, ...], tuple[int, ...]]],
         if any(not descs[slot][0] or descs[slot][0][0] != batch for slot in outs):
             return None
         how = []
-        moved = sum(nbytes(descs[slot]) for slot in outs)
+        moved = sum(slot_bytes(descs[slot]) for slot in outs)
         for k, slot in enumerate(ins):
             if slot < 0:
                 how.append(WHOLE)
@@ -215,7 +211,7 @@ def plan_slices(steps: Sequence[tuple[tuple[int, ...], tuple[int, ...]]],
                 return None
             how.append(SLICED if cut else WHOLE)
             if slot not in constants:
-                moved += nbytes(descs[slot])
+                moved += slot_bytes(descs[slot])
         return batch, tuple(how), moved
 
     found: list[Slicing] = []

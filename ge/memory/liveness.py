@@ -27,7 +27,7 @@ import numpy as np
 
 from ge.memory.planner import Buffer, Placement, aligned, lower_bound, place
 
-__all__ = ["StepUse", "SlotDesc", "MemoryPlan", "plan_memory", "live_peak"]
+__all__ = ["StepUse", "SlotDesc", "MemoryPlan", "plan_memory", "live_peak", "slot_bytes"]
 
 #: a slot's concrete shape and NumPy dtype
 SlotDesc = tuple[tuple[int, ...], np.dtype]
@@ -48,7 +48,8 @@ class StepUse:
     exclusive: bool = False
 
 
-def _nbytes(desc: SlotDesc) -> int:
+def slot_bytes(desc: SlotDesc) -> int:
+    """The bytes of a value of this (shape, dtype)."""
     shape, dtype = desc
     return int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
 
@@ -142,7 +143,7 @@ def plan_memory(steps: Sequence[StepUse], descs: dict[int, SlotDesc], pinned: se
         source, target = step.inputs[over], step.outputs[0]
         if target in pinned or target not in descs:
             continue
-        if step.view and source in descs and _nbytes(descs[source]) == _nbytes(descs[target]):
+        if step.view and source in descs and slot_bytes(descs[source]) == slot_bytes(descs[target]):
             join(target, group(source))
             views.add(index)
         elif (step.inplace and inplace and source in descs and descs[source] == descs[target]
@@ -162,10 +163,10 @@ def plan_memory(steps: Sequence[StepUse], descs: dict[int, SlotDesc], pinned: se
             continue
         if slot not in root:  # a group's head: it owns the storage
             first = min([index] + [held[m][0] for m in members.get(slot, [slot]) if m in held])
-            buffers.append(Buffer(slot, aligned(_nbytes(descs[slot])), first,
+            buffers.append(Buffer(slot, aligned(slot_bytes(descs[slot])), first,
                                   max(index, group_last(slot))))
         if not (slot in root and steps[produced_at[slot]].view):
-            naive += _nbytes(descs[slot])
+            naive += slot_bytes(descs[slot])
     if streams is None or len(set(streams)) <= 1:
         placement = place(buffers, reuse=reuse)
     else:
